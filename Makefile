@@ -1,0 +1,36 @@
+# The README's commands. Each target creates .venv when missing and installs the project into it
+# once (the stamp is refreshed only when pyproject.toml changes), then does its job.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+OUT ?= results/demo
+# pytest exits 5 when it collects no test; that is not a failure of the suite.
+PYTEST = $(BIN)/python -m pytest
+
+.PHONY: demo test test-slow bench install clean
+
+install: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/privaudit run --out $(OUT)
+
+test: $(STAMP)
+	$(PYTEST) -q; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+
+test-slow: $(STAMP)
+	$(PYTEST) -q -m slow; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+
+bench: $(STAMP)
+	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) results .pytest_cache
