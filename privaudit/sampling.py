@@ -1,0 +1,67 @@
+"""How agents draw their mini-batches each round, for all agents at once.
+
+Every agent's shard is padded into one `[N, L]` index table, so one round's batches for all N
+agents are drawn with a handful of tensor operations (no loop over agents or samples), and the
+result stacks into `[N, B, ...]` for `vmap` over agents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+class LocalData:
+    """The private training data of each agent: `x[index[i, :sizes[i]]]` is agent i's shard."""
+
+    def __init__(self, x: Tensor, y: Tensor, shards: Sequence[np.ndarray]) -> None:
+        self.x, self.y = x, y
+        self.sizes = torch.tensor([len(s) for s in shards], dtype=torch.long)
+        if int(self.sizes.min()) < 1:
+            raise ValueError("every agent needs at least one training sample")
+        width = int(self.sizes.max())
+        self.index = torch.zeros(len(shards), width, dtype=torch.long)
+        for i, shard in enumerate(shards):
+            self.index[i, : len(shard)] = torch.as_tensor(shard, dtype=torch.long)
+        self.valid = torch.arange(width)[None, :] < self.sizes[:, None]
+
+    @property
+    def n_agents(self) -> int:
+        return len(self.sizes)
+
+    def shard(self, agent: int) -> tuple[Tensor, Tensor]:
+        """All of `agent`'s samples (the ground truth for attacks' scoring, never for attacks)."""
+        rows = self.index[agent, : int(self.sizes[agent])]
+        return self.x[rows], self.y[rows]
+
+    def fixed_batches(self, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+        """A uniformly random batch of `batch_size` distinct samples per agent.
+
+        Returns x [N, B, ...], y [N, B] and the dataset rows [N, B] that were drawn.
+        """
+        if batch_size > int(self.sizes.min()):
+            raise ValueError(
+                f"batch size {batch_size} exceeds the smallest local dataset ({int(self.sizes.min())} samples)"
+            )
+        keys = torch.rand(self.index.shape, generator=generator).masked_fill(~self.valid, -1.0)
+        positions = keys.topk(batch_size, dim=1).indices
+        rows = self.index.gather(1, positions)
+        return self.x[rows], self.y[rows], rows
+
+    def poisson_batches(self, rates: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+        """Poisson sampling: each sample of agent i is in its batch independently with
+        probability `rates[i]` — the sampling that the subsampled-Gaussian accountant assumes.
+
+        Batches have random sizes, so they are padded to the largest one; the returned mask
+        [N, K] is 1.0 on real samples and 0.0 on padding. Returns x [N, K, ...], y [N, K], mask.
+        """
+        draws = torch.rand(self.index.shape, generator=generator)
+        chosen = (draws < rates[:, None]) & self.valid
+        width = max(int(chosen.sum(dim=1).max()), 1)
+        order = torch.argsort((~chosen).to(torch.int8), dim=1, stable=True)[:, :width]
+        mask = chosen.gather(1, order)
+        rows = self.index.gather(1, order)
+        return self.x[rows], self.y[rows], mask.to(self.x.dtype)

@@ -1,0 +1,255 @@
+"""The wire: every message a defense sends, and the taps that record what an attacker hears.
+
+Defenses never hand tensors to each other directly: each transmission goes through `Wire.send`
+(one directed link) or `Wire.broadcast` (one payload to all neighbours), which checks that the
+link exists and offers the message to the taps. A tap is a threat model: it decides from the
+header alone (round, sender, receiver, kind) whether it hears the message, and only then is the
+payload copied, so a 1000-round run keeps just the rounds, links and kinds that were asked for.
+
+An honest-but-curious neighbour also knows its own private values (its state, its noise draws):
+defenses report those with `Wire.disclose`, and only the tap observing that agent records them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from privaudit.topology import Topology
+
+
+class Kind(StrEnum):
+    """What a payload is; extractors in `attacks/extract.py` are keyed on it."""
+
+    MODEL = "model"
+    CROSS_GRADIENT = "cross_gradient"
+    MOMENTUM = "momentum"
+    NOISY_STATE = "noisy_state"
+    QUANTIZED_STATE = "quantized_state"
+    ADMM_BRIDGE = "admm_bridge"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One transmission. `receiver` is None for a broadcast to every neighbour of `sender`."""
+
+    round: int
+    sender: int
+    receiver: int | None
+    kind: Kind
+    payload: Tensor
+
+
+@dataclass(frozen=True)
+class Disclosure:
+    """A value private to `agent` at `round` (its own state or noise), known only to itself."""
+
+    round: int
+    agent: int
+    name: str
+    value: Tensor
+
+
+def _as_set(values: Iterable[Any] | None) -> frozenset | None:
+    return None if values is None else frozenset(values)
+
+
+class Tap(ABC):
+    """A threat model: which messages an attacker hears, limited to chosen rounds and kinds.
+
+    `rounds` / `kinds` of None mean all of them; recording is what costs memory, so long runs
+    should name the rounds they need.
+    """
+
+    threat_model: str
+
+    def __init__(self, rounds: Iterable[int] | None = None, kinds: Iterable[Kind | str] | None = None):
+        self.rounds = _as_set(rounds)
+        self.kinds = None if kinds is None else frozenset(Kind(k) for k in kinds)
+        self.messages: list[Message] = []
+        self.disclosures: list[Disclosure] = []
+
+    observer: int | None = None
+
+    def wants_round(self, round: int) -> bool:
+        return self.rounds is None or round in self.rounds
+
+    def wants(self, round: int, sender: int, receiver: int | None, kind: Kind, topology: Topology) -> bool:
+        return (
+            self.wants_round(round)
+            and (self.kinds is None or kind in self.kinds)
+            and self.hears(sender, receiver, topology)
+        )
+
+    @abstractmethod
+    def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
+        """Whether a message from `sender` to `receiver` (None: broadcast) reaches this attacker."""
+
+    def check(self, topology: Topology) -> None:
+        """Raise ValueError if the tap names agents or links the topology does not have."""
+
+    def transcript(self, public: PublicKnowledge) -> Transcript:
+        return Transcript(
+            threat_model=self.threat_model,
+            observer=self.observer,
+            messages=list(self.messages),
+            disclosures=list(self.disclosures),
+            public=public,
+        )
+
+
+class GlobalListener(Tap):
+    """Hears every message on every link (the strongest passive attacker)."""
+
+    threat_model = "global_listener"
+
+    def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
+        return True
+
+
+class Eavesdropper(Tap):
+    """An external listener on chosen undirected links: hears both directions of each, and every
+    broadcast of an endpoint (a broadcast travels over all of the sender's links)."""
+
+    threat_model = "eavesdropper"
+
+    def __init__(self, links: Iterable[tuple[int, int]], rounds=None, kinds=None):
+        super().__init__(rounds, kinds)
+        self.links = frozenset(frozenset(link) for link in links)
+        self._endpoints = frozenset(agent for link in self.links for agent in link)
+
+    def check(self, topology: Topology) -> None:
+        for link in self.links:
+            i, j = sorted(link) if len(link) == 2 else (next(iter(link)),) * 2
+            if i == j or not topology.graph.has_edge(i, j):
+                raise ValueError(f"eavesdropper link ({i}, {j}) is not an edge of the {topology.name} topology")
+
+    def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
+        if receiver is None:
+            return sender in self._endpoints
+        return frozenset((sender, receiver)) in self.links
+
+
+class CuriousNeighbour(Tap):
+    """An honest-but-curious agent: hears what it is sent (directly or by a neighbour's broadcast),
+    knows what it sends itself, and records its own disclosed private values."""
+
+    threat_model = "curious_neighbour"
+
+    def __init__(self, agent: int, rounds=None, kinds=None):
+        super().__init__(rounds, kinds)
+        self.observer = agent
+
+    def check(self, topology: Topology) -> None:
+        if not 0 <= self.observer < topology.n:
+            raise ValueError(f"curious neighbour {self.observer} is not an agent (0..{topology.n - 1})")
+
+    def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
+        if sender == self.observer or receiver == self.observer:
+            return True
+        return receiver is None and topology.graph.has_edge(sender, self.observer)
+
+
+@dataclass
+class PublicKnowledge:
+    """What every attacker is assumed to know: the paper's public parameters, not private data.
+
+    `hyper` holds the defense's public hyperparameters (step sizes, schedule constants, clip norm,
+    noise multiplier…) as plain numbers, so an extractor can recompute e.g. η_t.
+    """
+
+    defense: str
+    topology: str
+    W: np.ndarray
+    model: str
+    in_shape: tuple[int, ...]
+    num_classes: int
+    initial_model: Tensor
+    hyper: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Transcript:
+    """The recorded messages of one tap, with the public knowledge of its threat model."""
+
+    threat_model: str
+    observer: int | None
+    messages: list[Message]
+    disclosures: list[Disclosure]
+    public: PublicKnowledge
+
+    def find(self, kind: Kind | str | None = None, *, round: int | None = None,
+             sender: int | None = None, receiver: int | None = -1) -> list[Message]:
+        """Messages matching every given field; `receiver=None` selects broadcasts, -1 any."""
+        return [
+            m for m in self.messages
+            if (kind is None or m.kind == Kind(kind))
+            and (round is None or m.round == round)
+            and (sender is None or m.sender == sender)
+            and (receiver == -1 or m.receiver == receiver)
+        ]
+
+    def payload(self, kind: Kind | str, round: int, sender: int, receiver: int | None = -1) -> Tensor:
+        """The one payload sent by `sender` at `round` of `kind` (to `receiver`, when given);
+        KeyError saying what was recorded when the tap did not hear it."""
+        found = self.find(kind, round=round, sender=sender, receiver=receiver)
+        if len(found) != 1:
+            heard = sorted({m.round for m in self.find(kind, sender=sender)})
+            raise KeyError(
+                f"{self.threat_model} transcript has {len(found)} '{Kind(kind)}' messages from agent "
+                f"{sender} at round {round} (rounds heard from it: {heard[:10]}{'…' if len(heard) > 10 else ''})"
+            )
+        return found[0].payload
+
+    def save(self, path: str | Path) -> None:
+        torch.save(self, path)
+
+    @staticmethod
+    def load(path: str | Path) -> Transcript:
+        return torch.load(path, weights_only=False)
+
+
+class Wire:
+    """The network of one run: delivers nothing (defenses update their own state) but checks
+    every transmission against the topology, counts it, and lets the taps record it."""
+
+    def __init__(self, topology: Topology, taps: Iterable[Tap] = ()) -> None:
+        self.topology = topology
+        self.taps = list(taps)
+        for tap in self.taps:
+            tap.check(topology)
+        self.counts: Counter[Kind] = Counter()
+
+    def send(self, round: int, sender: int, receiver: int, kind: Kind, payload: Tensor) -> None:
+        """Transmit `payload` from `sender` to its neighbour `receiver`."""
+        if not self.topology.graph.has_edge(sender, receiver):
+            raise ValueError(f"agent {sender} sent '{kind}' to {receiver}, which is not its neighbour")
+        self._offer(Kind(kind), round, sender, receiver, payload, copies=1)
+
+    def broadcast(self, round: int, sender: int, kind: Kind, payload: Tensor) -> None:
+        """Transmit the same `payload` from `sender` to every neighbour (one draw, many links)."""
+        self._offer(Kind(kind), round, sender, None, payload, copies=self.topology.degree(sender))
+
+    def disclose(self, round: int, agent: int, name: str, value: Tensor) -> None:
+        """Make a private value of `agent` known to the taps that observe as that agent."""
+        for tap in self.taps:
+            if tap.observer == agent and tap.wants_round(round):
+                tap.disclosures.append(Disclosure(round, agent, name, value.detach().to("cpu", copy=True)))
+
+    def _offer(self, kind: Kind, round: int, sender: int, receiver: int | None, payload: Tensor, copies: int) -> None:
+        self.counts[kind] += copies
+        listeners = [tap for tap in self.taps if tap.wants(round, sender, receiver, kind, self.topology)]
+        if not listeners:
+            return
+        message = Message(round, sender, receiver, kind, payload.detach().to("cpu", copy=True))
+        for tap in listeners:
+            tap.messages.append(message)
