@@ -1,0 +1,89 @@
+"""The defense interface and its registry.
+
+A defense is a private decentralized algorithm as its paper describes it. The simulator calls
+`step` once per round; the defense updates its agents and sends every message the paper sends on
+the wire — nothing reaches an attacker any other way. Beside the algorithm, a defense states its
+paper's claim (`claim`) and describes the mechanism it really runs as a dp_accounting event
+(`mechanism`), so the sound accountant and the audits are independent of the claim.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import dp_accounting
+import torch
+from pydantic import BaseModel, ConfigDict
+from torch import Tensor
+
+from privaudit.accounting import Claim
+from privaudit.data import Dataset
+from privaudit.flatmodel import FlatModel
+from privaudit.sampling import LocalData
+from privaudit.topology import Topology
+from privaudit.wire import Wire
+
+
+class DefenseParams(BaseModel):
+    """Base of every defense's hyperparameters; unknown fields are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class Setup:
+    """Everything a defense runs on, built once per cell from the campaign and the seed."""
+
+    topology: Topology
+    model: FlatModel
+    model_name: str
+    data: Dataset
+    local: LocalData
+    generator: torch.Generator
+    seed: int
+
+
+class Defense(ABC):
+    """One private algorithm running N agents; subclasses register themselves in `DEFENSES`."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    Params: ClassVar[type[DefenseParams]]
+
+    def __init__(self, params: DefenseParams, setup: Setup) -> None:
+        self.params = params
+        self.setup = setup
+        self.W = torch.tensor(setup.topology.W, dtype=torch.float32)
+
+    @abstractmethod
+    def step(self, t: int, wire: Wire) -> None:
+        """Run round `t` for every agent, sending its messages on `wire`."""
+
+    @property
+    @abstractmethod
+    def states(self) -> Tensor:
+        """Every agent's current model as rows of a [N, P] tensor (for evaluation)."""
+
+    @abstractmethod
+    def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
+        """What the code really releases about one agent's data over `rounds` rounds;
+        `NonPrivateDpEvent` when there is no DP noise."""
+
+    @abstractmethod
+    def claim(self, rounds: int) -> Claim:
+        """The paper's claim for this run, with the sound ε of `mechanism(rounds)` beside it."""
+
+    def public(self) -> dict[str, Any]:
+        """Hyperparameters every attacker is assumed to know (the paper publishes them)."""
+        return self.params.model_dump()
+
+
+DEFENSES: dict[str, type[Defense]] = {}
+
+
+def register(cls: type[Defense]) -> type[Defense]:
+    """Class decorator: make a defense available to campaigns under `cls.name`."""
+    DEFENSES[cls.name] = cls
+    return cls

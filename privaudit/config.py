@@ -1,0 +1,166 @@
+"""Campaign files: TOML, validated with pydantic, every error reported on one line by field path.
+
+A campaign names the data, the seeds, and one `[[defense]]` table per run. A defense table holds
+the run's shape (topology, agents, mixing, model, rounds) and the defense's own hyperparameters,
+which its `Params` model validates, so a typo in any of them is caught before anything runs:
+
+    defense[0].topology: unknown topology 'rng' (choose from ring, line, ...)
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from defenses import DEFENSES
+from defenses.base import DefenseParams
+from privaudit.data import DATASETS, PARTITIONS
+from privaudit.errors import ConfigError
+from privaudit.models import MODELS
+from privaudit.topology import MIXING_RULES, TOPOLOGIES
+
+
+def _choice(value: str, options, what: str) -> str:
+    if value not in options:
+        raise ValueError(f"unknown {what} '{value}' (choose from {', '.join(options)})")
+    return value
+
+
+class CampaignInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = "campaign"
+    description: str = ""
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+
+
+class DataConfig(BaseModel):
+    """Which dataset, where it lives, and how it is split across agents."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    dataset: str = "digits"
+    data_root: Path | None = None
+    download: bool = False
+    test_fraction: float = Field(0.2, gt=0, lt=1)
+    max_train: int | None = Field(None, ge=1)
+    partition: str = "iid"
+    alpha: float = Field(0.5, gt=0, description="Dirichlet concentration (partition = dirichlet)")
+    min_size: int = Field(8, ge=1, description="smallest local dataset (partition = dirichlet)")
+    shards_per_agent: int = Field(2, ge=1, description="label shards per agent (partition = shards)")
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, value: str) -> str:
+        return _choice(value, DATASETS, "dataset")
+
+    @field_validator("partition")
+    @classmethod
+    def _partition(cls, value: str) -> str:
+        return _choice(value, PARTITIONS, "partition")
+
+
+class RunConfig(BaseModel):
+    """One `[[defense]]` table: the run's shape; every other key is a hyperparameter of `kind`."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    kind: str
+    label: str | None = None
+    topology: str = "ring"
+    agents: int = Field(8, ge=2)
+    mixing: str = "metropolis"
+    edge_prob: float = Field(0.5, gt=0, le=1, description="edge probability (topology = erdos_renyi)")
+    model: str = "mlp"
+    model_options: dict[str, Any] = Field(default_factory=dict)
+    rounds: int = Field(100, ge=1)
+    eval_every: int = Field(10, ge=1)
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        return _choice(value, sorted(DEFENSES), "defense")
+
+    @field_validator("topology")
+    @classmethod
+    def _topology(cls, value: str) -> str:
+        return _choice(value, TOPOLOGIES, "topology")
+
+    @field_validator("mixing")
+    @classmethod
+    def _mixing(cls, value: str) -> str:
+        return _choice(value, MIXING_RULES, "mixing rule")
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str) -> str:
+        return _choice(value, sorted(MODELS), "model")
+
+    @property
+    def name(self) -> str:
+        return self.label or self.kind
+
+    def params(self) -> DefenseParams:
+        """The defense's hyperparameters, validated by its own `Params` model."""
+        return DEFENSES[self.kind].Params.model_validate(self.model_extra or {})
+
+
+class Campaign(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    campaign: CampaignInfo = Field(default_factory=CampaignInfo)
+    data: DataConfig = Field(default_factory=DataConfig)
+    defense: list[RunConfig] = Field(min_length=1)
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "campaign"
+
+
+def _one_line(error: ValidationError, prefix: tuple[Any, ...] = (), fields: list[str] | None = None) -> str:
+    """The first error of `error` as `field.path: what is wrong`, counting the others."""
+    errors = error.errors()
+    first = errors[0]
+    if first["type"] == "extra_forbidden":
+        what = "unknown field" + (f" (allowed: {', '.join(fields)})" if fields else "")
+    elif first["type"] == "missing":
+        what = "required field is missing"
+    elif first["type"] == "value_error":
+        what = str(first["ctx"]["error"])
+    else:
+        what = f"{first['msg']} (got {first.get('input')!r})"
+    more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
+    return f"{_path(prefix + tuple(first['loc']))}: {what}{more}"
+
+
+def parse_campaign(raw: dict[str, Any], source: str = "campaign") -> Campaign:
+    """Validate a parsed TOML document; ConfigError with one line on the first bad field."""
+    try:
+        campaign = Campaign.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(f"{source}: {_one_line(error)}") from None
+    for index, run in enumerate(campaign.defense):
+        try:
+            run.params()
+        except ValidationError as error:
+            allowed = list(DEFENSES[run.kind].Params.model_fields) + list(RunConfig.model_fields)
+            raise ConfigError(f"{source}: {_one_line(error, ('defense', index), allowed)}") from None
+    return campaign
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """Read and validate a campaign file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"campaign file not found: {path}") from None
+    except OSError as error:
+        raise ConfigError(f"cannot read campaign file {path}: {error.strerror}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+    return parse_campaign(raw, source=str(path))

@@ -1,0 +1,43 @@
+"""Figures for the report, drawn with matplotlib and embedded as base64 PNG data URIs, so the
+page is one self-contained file that makes no request."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections import defaultdict
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def to_data_uri(figure: plt.Figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def accuracy_curves(rows: list[dict[str, Any]]) -> str:
+    """Test accuracy of the average model against rounds: one colour per run label, one line
+    per seed, the agents' mean accuracy dashed beside it."""
+    figure, axis = plt.subplots(figsize=(7, 3.6))
+    by_label: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_label[row["label"]].append(row)
+    for colour, (label, runs) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4, by_label.items()):
+        for k, row in enumerate(runs):
+            rounds = [point["round"] for point in row["history"]]
+            axis.plot(rounds, [p["avg_acc"] for p in row["history"]], color=colour,
+                      label=label if k == 0 else None)
+            axis.plot(rounds, [p["agent_acc_mean"] for p in row["history"]], color=colour, linestyle="--",
+                      alpha=0.5)
+    axis.set_xlabel("round")
+    axis.set_ylabel("test accuracy")
+    axis.set_ylim(0, 1)
+    axis.grid(alpha=0.3)
+    axis.legend(title="solid: average model; dashed: mean over agents", fontsize=8, title_fontsize=8)
+    return to_data_uri(figure)

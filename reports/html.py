@@ -1,0 +1,82 @@
+"""The HTML audit report: rendered from a results directory alone, so any directory can be
+re-rendered, and never recomputing a finding."""
+
+from __future__ import annotations
+
+import platform
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from statistics import mean, pstdev
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from privaudit.errors import PrivauditError
+from privaudit.results import CAMPAIGN_FILE, ResultsStore
+from reports.figures import accuracy_curves
+
+REPORT_FILE = "report.html"
+_VERSIONED = ("privaudit", "torch", "numpy", "dp-accounting", "scikit-image", "scikit-learn")
+
+
+def _versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in _VERSIONED:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Final metrics per run label, mean ± std over seeds."""
+    labels: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        labels.setdefault(row["label"], []).append(row)
+    table = []
+    for label, runs in labels.items():
+        acc = [r["metrics"]["avg_acc"] for r in runs]
+        agents = [r["metrics"]["agent_acc_mean"] for r in runs]
+        table.append({
+            "label": label,
+            "title": runs[0]["title"],
+            "seeds": [r["seed"] for r in runs],
+            "acc": f"{mean(acc):.3f} ± {pstdev(acc):.3f}",
+            "agents": f"{mean(agents):.3f} ± {pstdev(agents):.3f}",
+            "claim": runs[0]["claim"],
+            "rounds": runs[0]["config"]["run"]["rounds"],
+            "topology": f"{runs[0]['config']['run']['topology']} × {runs[0]['config']['run']['agents']}",
+            "messages": runs[0]["messages"],
+            "wall_s": f"{mean(r['wall_s'] for r in runs):.1f}",
+        })
+    return table
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def render_report(results_dir: str | Path, output: str | Path | None = None) -> Path:
+    """Write the report of `results_dir` to `output` (default: `results_dir/report.html`)."""
+    results_dir = Path(results_dir)
+    rows = ResultsStore(results_dir).rows()
+    if not rows:
+        raise PrivauditError(f"no results in {results_dir} (expected {results_dir / 'results.jsonl'})")
+    campaign_path = results_dir / CAMPAIGN_FILE
+    environment = Environment(loader=PackageLoader("reports"), autoescape=select_autoescape(["html"]))
+    environment.filters["num"] = _number
+    html = environment.get_template("report.html").render(
+        campaign_text=campaign_path.read_text() if campaign_path.exists() else "(campaign file not kept)",
+        results_dir=str(results_dir),
+        summary=_summary(rows),
+        rows=rows,
+        accuracy_figure=accuracy_curves(rows),
+        versions=_versions(),
+        generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    )
+    target = Path(output) if output is not None else results_dir / REPORT_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(html, encoding="utf-8")
+    return target
