@@ -1,0 +1,275 @@
+"""Registry of the classifiers the seed papers train, built so per-sample gradients work.
+
+Every model maps a float batch [B, C, H, W] (image models) or [B, ...] (tabular models, which
+flatten) to logits [B, num_classes]. Attacks and defenses compute per-sample gradients with
+`torch.func.vmap(torch.func.grad(...))` over `torch.func.functional_call`, so no model contains
+BatchNorm (batch statistics mix the samples of a batch: one sample's gradient would depend on the
+others, which breaks per-sample clipping and hence the DP sensitivity argument), dropout, or
+data-dependent Python control flow. Parameters keep torch's default initialisation (torchvision's
+own for `resnet18`); the caller seeds torch.
+
+Where a paper leaves an architecture detail open, the builder's docstring states the choice.
+"""
+
+import inspect
+import math
+from collections import OrderedDict
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torchvision.models import resnet18
+
+RESNET_SMALL_INPUT_MAX_SIDE = 64
+
+
+def _image_shape(name: str, in_shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """Return (channels, height, width), rejecting shapes an image model cannot take."""
+    if len(in_shape) != 3:
+        raise ValueError(f"model '{name}' needs an image in_shape (C, H, W), got {in_shape}")
+    channels, height, width = in_shape
+    return channels, height, width
+
+
+def _flattened_width(name: str, features: nn.Module, in_shape: tuple[int, ...]) -> int:
+    """Width of `features`' flattened output, found by a shape-only (meta device) forward pass."""
+    try:
+        out = features(torch.empty(1, *in_shape, device="meta"))
+    except RuntimeError as error:
+        raise ValueError(f"in_shape {in_shape} is too small for model '{name}': {error}") from None
+    return math.prod(out.shape[1:])
+
+
+def _conv_classifier(
+    name: str, in_shape: tuple[int, ...], features: nn.Sequential, head_widths: tuple[int, ...]
+) -> nn.Sequential:
+    """`features`, flatten, then linear layers of `head_widths` with ReLU between them."""
+    widths = (_flattened_width(name, features, in_shape), *head_widths)
+    head: list[nn.Module] = []
+    for layer_in, layer_out in zip(widths[:-1], widths[1:]):
+        head += [nn.Linear(layer_in, layer_out), nn.ReLU()]
+    return nn.Sequential(
+        OrderedDict(features=features, flatten=nn.Flatten(), classifier=nn.Sequential(*head[:-1]))
+    )
+
+
+def build_lenet_dlg(in_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """The LeNet of Deep Leakage from Gradients (Zhu et al. 2019; seed 004 [26], §VII-B).
+
+    Three 5×5 convolutions with 12 channels, strides 2, 2, 1 and padding 2, each followed by a
+    sigmoid (DLG needs a twice-differentiable network), then one linear layer: 768 inputs for
+    3×32×32. DLG's uniform(−0.5, 0.5) re-initialisation is not applied here.
+    """
+    channels, _, _ = _image_shape("lenet_dlg", in_shape)
+    features = nn.Sequential(
+        nn.Conv2d(channels, 12, kernel_size=5, stride=2, padding=2),
+        nn.Sigmoid(),
+        nn.Conv2d(12, 12, kernel_size=5, stride=2, padding=2),
+        nn.Sigmoid(),
+        nn.Conv2d(12, 12, kernel_size=5, stride=1, padding=2),
+        nn.Sigmoid(),
+    )
+    return _conv_classifier("lenet_dlg", in_shape, features, (num_classes,))
+
+
+def build_dpdl_mnist(in_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """DPDL's MNIST "LeNet" (seed 000 §VI-A): conv 6@5×5, pool, conv 16@5×5, pool, FC.
+
+    The paper gives the kernels (1×5×5 and 6×5×5) and 2×2 max pooling after each convolution,
+    but not the second convolution's channels, the FC widths nor the activation. Choices:
+    LeNet-5's 16 channels and FC 120 → 84 → classes; padding 2 on the first convolution so
+    28×28 MNIST gives LeNet-5's 16×5×5 feature map; ReLU, because the paper's max pooling marks
+    the modern LeNet variant (LeNet-5 itself used average subsampling and scaled tanh) and
+    nothing in the paper asks for a smooth activation.
+    """
+    channels, _, _ = _image_shape("dpdl_mnist", in_shape)
+    features = nn.Sequential(
+        nn.Conv2d(channels, 6, kernel_size=5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, kernel_size=5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+    )
+    return _conv_classifier("dpdl_mnist", in_shape, features, (120, 84, num_classes))
+
+
+def build_dpdl_cifar(in_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """DPDL's CIFAR-10 CNN (seed 000 §VI-A): conv 16@3×3, pool, conv 32@3×3, pool, FC.
+
+    The paper gives the kernels (3×3×3 and 16×3×3) and 2×2 max pooling after each convolution,
+    but not the second convolution's channels, the FC widths nor the activation. Choices: 32
+    channels (doubling, as the first layer's 16 suggests), no padding (none is mentioned), one
+    hidden FC of 128, ReLU (as for `dpdl_mnist`).
+    """
+    channels, _, _ = _image_shape("dpdl_cifar", in_shape)
+    features = nn.Sequential(
+        nn.Conv2d(channels, 16, kernel_size=3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, kernel_size=3),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+    )
+    return _conv_classifier("dpdl_cifar", in_shape, features, (128, num_classes))
+
+
+def build_wz_mnist(in_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Wang & Zhang's MNIST CNN (seed 003 §5): conv 16, conv 32, max pooling, sigmoid, FC.
+
+    The paper: "2 convolutional layers, and each layer has 16 and 32 filters, respectively,
+    followed by a max pooling layer. The Sigmoid function is used as the activation function,
+    and hence Assumption 1 is satisfied [smoothness]. Then, the output is flattened and sent to
+    a fully connected layer". Kernel size, padding and whether one or two pools are used are
+    not given. Choices: 5×5 kernels with padding 2 and a 2×2 max pool after each convolution
+    (reading "each layer ... followed by a max pooling layer"), which gives 32×7×7 features on
+    MNIST. Sigmoid is monotone, so it commutes with max pooling: the order of the two does not
+    matter.
+    """
+    channels, _, _ = _image_shape("wz_mnist", in_shape)
+    features = nn.Sequential(
+        nn.Conv2d(channels, 16, kernel_size=5, padding=2),
+        nn.Sigmoid(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, kernel_size=5, padding=2),
+        nn.Sigmoid(),
+        nn.MaxPool2d(2),
+    )
+    return _conv_classifier("wz_mnist", in_shape, features, (num_classes,))
+
+
+def build_wb_mnist(in_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Wang & Başar's MNIST CNN (seed 004 §VII-B): conv32, conv32, conv64, conv64, dense 512.
+
+    The paper names the layers and states d = 1,676,266 parameters, but no kernel, padding,
+    pooling or activation. 3×3 'same' convolutions with a 2×2 max pool after each pair give
+    exactly that count on 1×28×28 with 10 classes (64×7×7 → 512 → 10); ReLU, as the paper
+    names no activation. No dropout: it has no parameters and the paper does not mention it.
+    """
+    channels, _, _ = _image_shape("wb_mnist", in_shape)
+    features = nn.Sequential(
+        nn.Conv2d(channels, 32, kernel_size=3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(32, 32, kernel_size=3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, kernel_size=3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(64, 64, kernel_size=3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+    )
+    return _conv_classifier("wb_mnist", in_shape, features, (512, num_classes))
+
+
+class LogisticRegression(nn.Module):
+    """Multinomial logistic regression with seed 002's optional non-convex regulariser.
+
+    Seed 002 §VI trains f_i(x) = (1/m_i) Σ_h log(1 + exp(−b_h a_hᵀx)) + ε Σ_ℓ [x]_ℓ² / (1 + [x]_ℓ²)
+    (binary labels, no intercept). Here the classifier is multinomial with a bias, and the
+    regulariser's weight ε is `nonconvex_reg` (named apart from the privacy ε); it applies to
+    every entry of every parameter, the whole decision variable x.
+    """
+
+    def __init__(self, in_features: int, num_classes: int, nonconvex_reg: float) -> None:
+        super().__init__()
+        self.linear = nn.Linear(in_features, num_classes)
+        self.nonconvex_reg = nonconvex_reg
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        return self.linear(inputs.flatten(start_dim=1))
+
+    def penalty(self, params: dict[str, Tensor]) -> Tensor:
+        """Seed 002 §VI's ε Σ_ℓ [x]_ℓ² / (1 + [x]_ℓ²) over every entry of `params`.
+
+        f_i holds it once: add it once to the mean loss (or, equally, to every sample's loss).
+        It reads the given dict, not the module's own parameters, so that it differentiates
+        under `torch.func.functional_call` / `grad`.
+        """
+        per_tensor = [(value.square() / (1 + value.square())).sum() for value in params.values()]
+        return self.nonconvex_reg * torch.stack(per_tensor).sum()
+
+
+def build_logreg(
+    in_shape: tuple[int, ...], num_classes: int, *, nonconvex_reg: float = 0.0
+) -> nn.Module:
+    """Logistic regression on the flattened input; see `LogisticRegression`."""
+    if nonconvex_reg < 0:
+        raise ValueError(f"nonconvex_reg must be >= 0, got {nonconvex_reg}")
+    return LogisticRegression(math.prod(in_shape), num_classes, float(nonconvex_reg))
+
+
+def build_mlp(
+    in_shape: tuple[int, ...], num_classes: int, *, hidden: tuple[int, ...] = (128,)
+) -> nn.Module:
+    """Fully connected ReLU network on the flattened input, with `hidden` layer widths."""
+    hidden = tuple(hidden)
+    if any(width < 1 for width in hidden):
+        raise ValueError(f"hidden widths must be >= 1, got {hidden}")
+    widths = (math.prod(in_shape), *hidden, num_classes)
+    layers: list[nn.Module] = [nn.Flatten()]
+    for layer_in, layer_out in zip(widths[:-1], widths[1:]):
+        layers += [nn.Linear(layer_in, layer_out), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
+
+
+def _group_norm(channels: int) -> nn.GroupNorm:
+    """GroupNorm with 32 groups (Wu & He 2018); every ResNet-18 width is a multiple of 32."""
+    return nn.GroupNorm(32, channels)
+
+
+def build_resnet18(in_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """torchvision's ResNet-18 with GroupNorm instead of BatchNorm and a stem fitted to in_shape.
+
+    BatchNorm normalises with statistics of the whole batch, so a sample's output and gradient
+    depend on the other samples: per-sample gradients, their clipping and the DP sensitivity no
+    longer mean anything. GroupNorm normalises each sample on its own. For inputs of at most
+    64 px per side the stem is a 3×3 stride-1 convolution without max pooling (the usual CIFAR
+    adaptation: the ImageNet 7×7 stride-2 stem and pool would shrink 32×32 to 8×8 at once);
+    larger inputs keep the ImageNet stem with in_shape's channel count.
+    """
+    channels, height, width = _image_shape("resnet18", in_shape)
+    model = resnet18(num_classes=num_classes, norm_layer=_group_norm)
+    if max(height, width) <= RESNET_SMALL_INPUT_MAX_SIDE:
+        model.conv1 = nn.Conv2d(channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
+        model.maxpool = nn.Identity()
+    else:
+        model.conv1 = nn.Conv2d(channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
+    nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+    return model
+
+
+MODELS: dict[str, Callable[..., nn.Module]] = {
+    "lenet_dlg": build_lenet_dlg,
+    "dpdl_mnist": build_dpdl_mnist,
+    "dpdl_cifar": build_dpdl_cifar,
+    "wz_mnist": build_wz_mnist,
+    "wb_mnist": build_wb_mnist,
+    "logreg": build_logreg,
+    "mlp": build_mlp,
+    "resnet18": build_resnet18,
+}
+
+
+def build_model(name: str, in_shape: tuple[int, ...], num_classes: int, **options) -> nn.Module:
+    """Build model `name` for inputs of shape `in_shape` (no batch dimension)."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model '{name}' (choose from {', '.join(MODELS)})")
+    builder = MODELS[name]
+    accepted = [
+        parameter.name
+        for parameter in inspect.signature(builder).parameters.values()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"unknown option(s) {', '.join(unknown)} for model '{name}' "
+            f"(accepted: {', '.join(accepted) or 'none'})"
+        )
+    in_shape = tuple(in_shape)
+    if not in_shape or any(size < 1 for size in in_shape):
+        raise ValueError(f"in_shape must be non-empty positive sizes, got {in_shape}")
+    if num_classes < 1:
+        raise ValueError(f"num_classes must be >= 1, got {num_classes}")
+    return builder(in_shape, num_classes, **options)
