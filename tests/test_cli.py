@@ -1,0 +1,107 @@
+"""The command line: one-line errors with exit code 2, results and report on success."""
+
+import json
+
+import pytest
+
+from privaudit.cli import main
+from privaudit.results import ResultsStore
+from reports.html import render_report
+
+TINY = """
+[campaign]
+name = "tiny"
+seeds = [0, 1]
+[data]
+dataset = "digits"
+[[defense]]
+kind = "dpsgd"
+label = "{label}"
+agents = 4
+rounds = 4
+eval_every = 2
+batch_size = 8
+"""
+
+
+def _error(capsys, *argv):
+    code = main(list(argv))
+    err = capsys.readouterr().err.strip()
+    return code, err
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ('[[defense]]\nkind = "dpsgd"\ntopology = "rng"\n',
+         "defense[0].topology: unknown topology 'rng' (choose from ring, line,"),
+        ('[data]\ndataset = "digts"\n[[defense]]\nkind = "dpsgd"\n', "data.dataset: unknown dataset 'digts'"),
+        ('[[defense]]\nkind = "dpsgd"\nlrr = 0.1\n', "defense[0].lrr: unknown field"),
+        ('[[defense]]\nkind = "dpsgd"\nlr = -1\n', "defense[0].lr: Input should be greater than 0"),
+        ('[[defense]]\nkind = "nope"\n', "defense[0].kind: unknown defense 'nope'"),
+        ('[campaign]\nname = "x"\n', "defense: required field is missing"),
+        ('[[defense]]\nkind = "dpsgd"\nagents = 2\n', "topology 'ring' needs at least 3 agents"),
+        ('[[defense]]\nkind = "dpsgd"\nbatch_size = 5000\n', "batch_size 5000 exceeds the smallest local dataset"),
+        ('[data\n', "invalid TOML"),
+    ],
+)
+def test_bad_campaigns_give_one_line_and_exit_2(tmp_path, capsys, body, expected):
+    path = tmp_path / "c.toml"
+    path.write_text(body)
+    code, err = _error(capsys, "run", str(path), "--out", str(tmp_path / "out"), "--quiet")
+    assert code == 2
+    assert expected in err
+    assert len(err.splitlines()) == 1 and err.startswith("privaudit: error:")
+
+
+def test_missing_data_folder_and_missing_file(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text(f'[data]\ndataset = "mnist"\ndata_root = "{tmp_path / "nowhere"}"\n[[defense]]\nkind = "dpsgd"\n')
+    code, err = _error(capsys, "run", str(path), "--out", str(tmp_path / "out"), "--quiet")
+    assert code == 2 and "dataset 'mnist': no data under" in err and "nowhere" in err
+    code, err = _error(capsys, "run", str(tmp_path / "absent.toml"), "--quiet")
+    assert code == 2 and err == f"privaudit: error: campaign file not found: {tmp_path / 'absent.toml'}"
+
+
+def test_run_writes_rows_and_report_and_resumes(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text(TINY.format(label="ring of four"))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert f"report:  {(out / 'report.html').resolve()}" in printed
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [row["seed"] for row in rows] == [0, 1]
+    assert {"cell", "defense", "seed", "metrics", "claim"} <= set(rows[0])
+    assert rows[0]["claim"]["notion"] == "none"
+
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    assert "2 of 2 cells already finished" in capsys.readouterr().out
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
+
+
+def test_report_is_self_contained_and_escapes_campaign_strings(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(TINY.format(label="<script>alert(1)</script>"))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    html = render_report(out, tmp_path / "again.html").read_text()
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "http://" not in html and "https://" not in html
+    assert 'src="data:image/png;base64,' in html
+
+
+def test_report_of_an_empty_directory_is_an_error(tmp_path, capsys):
+    code, err = _error(capsys, "report", str(tmp_path))
+    assert code == 2 and "no results in" in err
+
+
+def test_torn_last_line_is_ignored_and_the_next_row_survives(tmp_path):
+    store = ResultsStore(tmp_path)
+    store.append({"cell": "a", "value": 1})
+    with open(store.path, "a") as handle:
+        handle.write('{"cell": "b", "val')
+    assert [row["cell"] for row in store.rows()] == ["a"]
+    store.append({"cell": "c", "value": 3})
+    assert [row["cell"] for row in store.rows()] == ["a", "c"]
