@@ -29,7 +29,11 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PYTEST) -q -m slow; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
-bench: $(STAMP)
+$(VENV)/.installed-bench: pyproject.toml | $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $@
+
+bench: $(VENV)/.installed-bench
 	@for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 clean:

@@ -11,6 +11,7 @@ import argparse
 import json
 import statistics
 import time
+import warnings
 
 import torch
 
@@ -44,7 +45,8 @@ def _opacus(module, x, y):
         from opacus import GradSampleModule
     except ImportError:
         return None
-    wrapped = GradSampleModule(module)
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
+    wrapped = GradSampleModule(module.train())
 
     def run():
         wrapped.zero_grad(set_to_none=True)
