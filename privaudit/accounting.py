@@ -35,6 +35,9 @@ class Claim:
     paper prints for this configuration (None when it prints none); `eps_sound` comes from a
     standard accountant on the real mechanism (None when no sound bound exists, with the reason
     in `sound_method`). A mismatch between any two of them is a finding, never corrected.
+    Where the notion is (0, δ)-DP, `delta` is the claimed δ and `delta_sound` the sound one.
+    `statements` lists further claims the paper makes about the same mechanism (another norm,
+    a growth rate over the horizon), each to be audited on its own.
     """
 
     defense: str
@@ -48,10 +51,13 @@ class Claim:
     equation: str
     sound_method: str
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    delta_sound: float | None = None
+    statements: tuple[str, ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict[str, Any]:
         record = asdict(self)
         record["assumptions"] = list(self.assumptions)
+        record["statements"] = list(self.statements)
         return record
 
 

@@ -12,11 +12,12 @@ import json
 import time
 import tomllib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from defenses import DEFENSES
@@ -26,10 +27,11 @@ from privaudit.config import Campaign, DataConfig, RunConfig, load_campaign, par
 from privaudit.data import load_dataset, partition
 from privaudit.errors import ConfigError
 from privaudit.flatmodel import FlatModel
-from privaudit.models import build_model
+from privaudit.models import build_model, model_task
 from privaudit.results import ResultsStore
 from privaudit.sampling import LocalData
 from privaudit.sim import simulate
+from privaudit.synthetic import SYNTHETIC, generate
 from privaudit.topology import Topology
 
 DEMO = "demo.toml"
@@ -91,16 +93,24 @@ def build_setup(cell: Cell) -> Setup:
     ConfigError naming the cell."""
     run, data_cfg = cell.run, cell.data
     where = f"defense[{cell.index}] ({cell.label}, seed {cell.seed})"
-    data = load_dataset(data_cfg.dataset, data_root=data_cfg.data_root, download=data_cfg.download,
-                        test_fraction=data_cfg.test_fraction, max_train=data_cfg.max_train)
     try:
+        if data_cfg.dataset in SYNTHETIC:
+            data = generate(data_cfg.dataset, run.agents, samples_per_agent=data_cfg.samples_per_agent,
+                            seed=cell.seed)
+            shards = [np.flatnonzero(data.owners == agent) for agent in range(run.agents)]
+        else:
+            data = load_dataset(data_cfg.dataset, data_root=data_cfg.data_root, download=data_cfg.download,
+                                test_fraction=data_cfg.test_fraction, max_train=data_cfg.max_train)
+            shards = partition(data.y_train.numpy(), run.agents, data_cfg.partition, seed=cell.seed,
+                               alpha=data_cfg.alpha, min_size=data_cfg.min_size,
+                               shards_per_agent=data_cfg.shards_per_agent)
         topology = Topology.build(run.topology, run.agents, run.mixing, seed=cell.seed, edge_prob=run.edge_prob)
-        shards = partition(data.y_train.numpy(), run.agents, data_cfg.partition, seed=cell.seed,
-                           alpha=data_cfg.alpha, min_size=data_cfg.min_size,
-                           shards_per_agent=data_cfg.shards_per_agent)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cell.seed)
             module = build_model(run.model, data.shape, data.num_classes, **run.model_options)
+        if model_task(module) != data.task:
+            raise ValueError(f"model '{run.model}' is for {model_task(module)}, dataset '{data.name}' is a "
+                             f"{data.task} problem")
     except ValueError as error:
         raise ConfigError(f"{where}: {error}") from None
     return Setup(
@@ -134,13 +144,22 @@ def run_cell(cell: Cell, progress: bool = False) -> dict[str, Any]:
         "title": type(defense).title,
         "seed": cell.seed,
         "config": cell.describe(),
-        "metrics": {key: value for key, value in asdict(final).items() if key != "round"},
+        "metrics": {key: value for key, value in final.items() if key != "round"},
         "claim": defense.claim(cell.run.rounds).as_dict(),
-        "history": [asdict(evaluation) for evaluation in output.history],
+        "history": output.history,
         "messages": output.messages_sent,
         "wall_s": output.wall_s,
         "version": __version__,
     }
+
+
+def headline(metrics: dict[str, float]) -> str:
+    """The one number that says how training went: accuracy, else estimation error, else loss."""
+    if "avg_acc" in metrics:
+        return f"average-model accuracy {metrics['avg_acc']:.3f}"
+    if "avg_error" in metrics:
+        return f"average-model estimation error {metrics['avg_error']:.4g}"
+    return f"average-model test loss {metrics['avg_loss']:.4g}"
 
 
 def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool = False,
@@ -164,7 +183,6 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
         start = time.perf_counter()
         row = run_cell(cell, progress=progress)
         store.append(row)
-        acc = row["metrics"]["avg_acc"]
-        say(f"[{number}/{len(pending)}] {cell.label} seed {cell.seed}: average-model accuracy {acc:.3f} "
+        say(f"[{number}/{len(pending)}] {cell.label} seed {cell.seed}: {headline(row['metrics'])} "
             f"({time.perf_counter() - start:.1f} s)")
     return store

@@ -13,13 +13,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from defenses import DEFENSES
 from defenses.base import DefenseParams
 from privaudit.data import DATASETS, PARTITIONS
 from privaudit.errors import ConfigError
 from privaudit.models import MODELS
+from privaudit.synthetic import SYNTHETIC
 from privaudit.topology import MIXING_RULES, TOPOLOGIES
 
 
@@ -45,6 +46,7 @@ class DataConfig(BaseModel):
     download: bool = False
     test_fraction: float = Field(0.2, gt=0, lt=1)
     max_train: int | None = Field(None, ge=1)
+    samples_per_agent: int | None = Field(None, ge=1, description="synthetic problems: samples drawn per agent")
     partition: str = "iid"
     alpha: float = Field(0.5, gt=0, description="Dirichlet concentration (partition = dirichlet)")
     min_size: int = Field(8, ge=1, description="smallest local dataset (partition = dirichlet)")
@@ -53,7 +55,16 @@ class DataConfig(BaseModel):
     @field_validator("dataset")
     @classmethod
     def _dataset(cls, value: str) -> str:
-        return _choice(value, DATASETS, "dataset")
+        return _choice(value, DATASETS + SYNTHETIC, "dataset")
+
+    @model_validator(mode="after")
+    def _synthetic_data_are_not_partitioned(self) -> DataConfig:
+        if self.dataset in SYNTHETIC and self.model_fields_set & {"partition", "alpha", "shards_per_agent"}:
+            raise ValueError(f"dataset '{self.dataset}' is generated per agent: remove partition, alpha "
+                             "and shards_per_agent (set samples_per_agent instead)")
+        if self.dataset not in SYNTHETIC and self.samples_per_agent is not None:
+            raise ValueError(f"samples_per_agent applies to synthetic datasets ({', '.join(SYNTHETIC)}) only")
+        return self
 
     @field_validator("partition")
     @classmethod

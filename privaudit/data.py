@@ -70,7 +70,13 @@ class Normalisation:
 
 @dataclass(frozen=True, eq=False)
 class Dataset:
-    """A normalised train/test split; tensors stay out of repr and equality because they are large."""
+    """A normalised train/test split; tensors stay out of repr and equality because they are large.
+
+    `task` is "classification" (integer labels) or "regression" (float targets, `num_classes`
+    is then the target size). Synthetic problems (`privaudit/synthetic.py`) also carry the
+    parameter the agents should find (`truth`) and which agent generated each training sample
+    (`owners`), since their data are drawn per agent rather than partitioned from a pool.
+    """
 
     name: str
     x_train: Tensor = field(repr=False)
@@ -80,12 +86,14 @@ class Dataset:
     num_classes: int
     normalisation: Normalisation
     class_names: tuple[str, ...]
+    task: str = "classification"
+    truth: Tensor | None = field(default=None, repr=False)
+    owners: np.ndarray | None = field(default=None, repr=False)
 
     @property
-    def shape(self) -> tuple[int, int, int]:
-        """(C, H, W) of one image, what a model's first layer is built for."""
-        channels, height, width = self.x_train.shape[1:]
-        return int(channels), int(height), int(width)
+    def shape(self) -> tuple[int, ...]:
+        """Shape of one input ((C, H, W) for images), what a model's first layer is built for."""
+        return tuple(int(size) for size in self.x_train.shape[1:])
 
 
 # Offline sets are centred on mid-grey so that normalised pixels span [-1, 1]; MNIST and CIFAR use

@@ -22,9 +22,13 @@ class FlatModel:
 
     The module's own parameters are only the initial point (`initial()`); every other call takes
     the parameters as an argument, so the same object serves all agents, the attacker's dummy
-    model and `vmap` over agents or samples. A module may define `penalty(params)` (a
-    regulariser, e.g. seed 002's non-convex term); it is added to every sample's loss, so the mean
-    of per-sample gradients equals the batch gradient.
+    model and `vmap` over agents or samples. A module may refine three things:
+
+    * `loss(output, target)`: its mean loss on a batch (default: cross-entropy), e.g. a squared
+      error for the papers' estimation problems or seed 002's binary logistic loss;
+    * `predict(output)`: class labels from outputs (default: argmax), for accuracy;
+    * `penalty(params)`: a regulariser (seed 002's non-convex term), added to every sample's
+      loss so that the mean of per-sample gradients equals the batch gradient.
     """
 
     def __init__(self, module: nn.Module) -> None:
@@ -36,6 +40,8 @@ class FlatModel:
         self.dim = sum(self.numels)
         self.buffers = {name: b.detach() for name, b in module.named_buffers()}
         self._penalty = getattr(module, "penalty", None)
+        self._loss = getattr(module, "loss", None) or F.cross_entropy
+        self._predict = getattr(module, "predict", None) or (lambda output: output.argmax(-1))
 
     def initial(self) -> Tensor:
         """The module's current parameters as one detached flat vector."""
@@ -46,13 +52,21 @@ class FlatModel:
         pieces = torch.split(flat, self.numels)
         return {name: piece.view(shape) for name, piece, shape in zip(self.names, pieces, self.shapes)}
 
-    def logits(self, flat: Tensor, x: Tensor) -> Tensor:
-        """The module's output on the batch `x` at parameters `flat`."""
+    def output(self, flat: Tensor, x: Tensor) -> Tensor:
+        """The module's output (logits, or estimates) on the batch `x` at parameters `flat`."""
         return functional_call(self.module, (self.unflatten(flat), self.buffers), (x,))
 
+    def predict(self, output: Tensor) -> Tensor:
+        """Class labels from the module's output."""
+        return self._predict(output)
+
+    def data_loss(self, output: Tensor, y: Tensor) -> Tensor:
+        """The module's mean loss of `output` against targets `y`, without the penalty."""
+        return self._loss(output, y)
+
     def loss(self, flat: Tensor, x: Tensor, y: Tensor) -> Tensor:
-        """Mean cross-entropy on the batch plus the module's penalty, if it has one."""
-        value = F.cross_entropy(self.logits(flat, x), y)
+        """Mean loss on the batch plus the module's penalty, if it has one."""
+        value = self._loss(self.output(flat, x), y)
         if self._penalty is not None:
             value = value + self._penalty(self.unflatten(flat))
         return value

@@ -190,13 +190,75 @@ class LogisticRegression(nn.Module):
         return self.nonconvex_reg * torch.stack(per_tensor).sum()
 
 
+class BinaryLogisticRegression(LogisticRegression):
+    """Seed 002 §VI's classifier exactly: one score aᵀx with no intercept, labels b ∈ {−1, +1}
+    stored as {0, 1}, loss log(1 + exp(−b aᵀx)), plus the same non-convex regulariser."""
+
+    def __init__(self, in_features: int, nonconvex_reg: float) -> None:
+        nn.Module.__init__(self)
+        self.linear = nn.Linear(in_features, 1, bias=False)
+        self.nonconvex_reg = nonconvex_reg
+
+    def loss(self, output: Tensor, target: Tensor) -> Tensor:
+        sign = 2.0 * target.to(output.dtype) - 1.0
+        return nn.functional.softplus(-sign * output.squeeze(-1)).mean()
+
+    def predict(self, output: Tensor) -> Tensor:
+        return (output.squeeze(-1) > 0).long()
+
+
 def build_logreg(
-    in_shape: tuple[int, ...], num_classes: int, *, nonconvex_reg: float = 0.0
+    in_shape: tuple[int, ...], num_classes: int, *, nonconvex_reg: float = 0.0, binary: bool = False
 ) -> nn.Module:
-    """Logistic regression on the flattened input; see `LogisticRegression`."""
+    """Logistic regression on the flattened input: multinomial (`LogisticRegression`), or with
+    `binary = true` seed 002's single-score form (`BinaryLogisticRegression`, 2 classes only)."""
     if nonconvex_reg < 0:
         raise ValueError(f"nonconvex_reg must be >= 0, got {nonconvex_reg}")
+    if binary:
+        if num_classes != 2:
+            raise ValueError(f"logreg with binary = true needs 2 classes, got {num_classes}")
+        return BinaryLogisticRegression(math.prod(in_shape), float(nonconvex_reg))
     return LogisticRegression(math.prod(in_shape), num_classes, float(nonconvex_reg))
+
+
+class LinearEstimator(nn.Module):
+    """The decision variable of the papers' distributed estimation problems: θ ∈ R^d, with
+    measurements y = U θ (+ noise) for a regressor matrix U [s, d] per sample.
+
+    Loss `loss_scale · ‖y − Uθ‖²` averaged over the batch. Seed 003 §V states the sampled gradient
+    u uᵀx − d u, the gradient of ½(d − uᵀx)² (loss_scale ½); seed 004 §VII-A's
+    f_i(θ) = (1/n_i) Σ_j ‖z_ij − M_i θ‖² has loss_scale 1. `init` sets θ's starting value (seed
+    003: [3, 1, 1, 3, 3, 1]; seed 004: 0); without it θ starts at 0.
+    """
+
+    task = "regression"
+
+    def __init__(self, dim: int, loss_scale: float, init: tuple[float, ...] | None) -> None:
+        super().__init__()
+        start = torch.zeros(dim) if init is None else torch.tensor(init, dtype=torch.float32)
+        self.theta = nn.Parameter(start)
+        self.loss_scale = loss_scale
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        return inputs @ self.theta
+
+    def loss(self, output: Tensor, target: Tensor) -> Tensor:
+        return self.loss_scale * (output - target).square().sum(-1).mean()
+
+
+def build_linear_estimator(
+    in_shape: tuple[int, ...], num_classes: int, *, loss_scale: float = 0.5,
+    init: tuple[float, ...] | None = None,
+) -> nn.Module:
+    """A `LinearEstimator` for regressor matrices of shape in_shape = (s, d); `num_classes` is
+    the measurement size s and must agree with in_shape."""
+    if len(in_shape) != 2 or in_shape[0] != num_classes:
+        raise ValueError(f"linear_estimator needs inputs (s, d) with s = {num_classes} outputs, got {in_shape}")
+    if init is not None and len(init) != in_shape[1]:
+        raise ValueError(f"linear_estimator init has {len(init)} entries, θ has {in_shape[1]}")
+    if loss_scale <= 0:
+        raise ValueError(f"loss_scale must be > 0, got {loss_scale}")
+    return LinearEstimator(in_shape[1], float(loss_scale), None if init is None else tuple(init))
 
 
 def build_mlp(
@@ -246,9 +308,15 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "wz_mnist": build_wz_mnist,
     "wb_mnist": build_wb_mnist,
     "logreg": build_logreg,
+    "linear_estimator": build_linear_estimator,
     "mlp": build_mlp,
     "resnet18": build_resnet18,
 }
+
+
+def model_task(module: nn.Module) -> str:
+    """"regression" for models with a regression loss, else "classification"."""
+    return getattr(module, "task", "classification")
 
 
 def build_model(name: str, in_shape: tuple[int, ...], num_classes: int, **options) -> nn.Module:

@@ -12,32 +12,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.func import vmap
 from tqdm import tqdm
 
 from defenses.base import Defense
+from privaudit.data import Dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.wire import PublicKnowledge, Tap, Transcript, Wire
 
 
 @dataclass
-class Evaluation:
-    """Test metrics at one round: the average model, and the spread over agents' own models."""
-
-    round: int
-    avg_acc: float
-    avg_loss: float
-    agent_acc_mean: float
-    agent_acc_min: float
-    agent_acc_max: float
-    consensus_distance: float
-
-
-@dataclass
 class RunOutput:
-    history: list[Evaluation]
+    """`history` holds one evaluation per checkpoint: {"round": t, metric: value, ...}."""
+
+    history: list[dict[str, float]]
     transcripts: list[Transcript]
     messages_sent: dict[str, int]
     wall_s: float
@@ -45,24 +34,36 @@ class RunOutput:
 
 
 @torch.no_grad()
-def evaluate(model: FlatModel, states: Tensor, x: Tensor, y: Tensor, round: int) -> Evaluation:
-    """Accuracy and loss of the average model, and accuracy of each agent's model, on (x, y).
+def evaluate(model: FlatModel, data: Dataset, states: Tensor, round: int) -> dict[str, float]:
+    """Test metrics of the average model and of each agent's own model.
 
-    `consensus_distance` is the mean ℓ2 distance of the agents' models to their average.
+    Classification: accuracy and loss of the average model, mean / min / max accuracy of the
+    agents. Regression: test loss of the average model and, when the problem knows the parameter
+    to find, the distance of the average model (`avg_error`) and of the agents to it. Always:
+    `consensus_distance`, the agents' mean ℓ2 distance to their average.
     """
     mean = states.mean(dim=0)
-    avg_logits = model.logits(mean, x)
-    agent_logits = vmap(model.logits, in_dims=(0, None))(states, x)
-    agent_acc = (agent_logits.argmax(-1) == y).float().mean(dim=1)
-    return Evaluation(
-        round=round,
-        avg_acc=float((avg_logits.argmax(-1) == y).float().mean()),
-        avg_loss=float(F.cross_entropy(avg_logits, y)),
-        agent_acc_mean=float(agent_acc.mean()),
-        agent_acc_min=float(agent_acc.min()),
-        agent_acc_max=float(agent_acc.max()),
-        consensus_distance=float(torch.linalg.vector_norm(states - mean, dim=1).mean()),
-    )
+    x, y = data.x_test, data.y_test
+    avg_output = model.output(mean, x)
+    metrics = {"round": round, "avg_loss": float(model.data_loss(avg_output, y))}
+    if data.task == "classification":
+        agent_output = vmap(model.output, in_dims=(0, None))(states, x)
+        agent_acc = (vmap(model.predict)(agent_output) == y).float().mean(dim=1)
+        metrics |= {
+            "avg_acc": float((model.predict(avg_output) == y).float().mean()),
+            "agent_acc_mean": float(agent_acc.mean()),
+            "agent_acc_min": float(agent_acc.min()),
+            "agent_acc_max": float(agent_acc.max()),
+        }
+    elif data.truth is not None:
+        agent_error = torch.linalg.vector_norm(states - data.truth, dim=1)
+        metrics |= {
+            "avg_error": float(torch.linalg.vector_norm(mean - data.truth)),
+            "agent_error_mean": float(agent_error.mean()),
+            "agent_error_max": float(agent_error.max()),
+        }
+    metrics["consensus_distance"] = float(torch.linalg.vector_norm(states - mean, dim=1).mean())
+    return metrics
 
 
 def public_knowledge(defense: Defense) -> PublicKnowledge:
@@ -88,13 +89,12 @@ def simulate(defense: Defense, rounds: int, *, eval_every: int = 10, taps: Itera
     public = public_knowledge(defense)
     taps = list(taps)
     wire = Wire(setup.topology, taps)
-    x_test, y_test = setup.data.x_test, setup.data.y_test
-    history = [evaluate(setup.model, defense.states, x_test, y_test, 0)]
+    history = [evaluate(setup.model, setup.data, defense.states, 0)]
     start = time.perf_counter()
     for t in tqdm(range(rounds), desc=label or defense.name, disable=not progress, leave=False):
         defense.step(t, wire)
         if (t + 1) % eval_every == 0 or t + 1 == rounds:
-            history.append(evaluate(setup.model, defense.states, x_test, y_test, t + 1))
+            history.append(evaluate(setup.model, setup.data, defense.states, t + 1))
     return RunOutput(
         history=history,
         transcripts=[tap.transcript(public) for tap in taps],

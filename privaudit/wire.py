@@ -31,6 +31,7 @@ class Kind(StrEnum):
     """What a payload is; extractors in `attacks/extract.py` are keyed on it."""
 
     MODEL = "model"
+    PREGOSSIP_MODEL = "pregossip_model"
     CROSS_GRADIENT = "cross_gradient"
     MOMENTUM = "momentum"
     NOISY_STATE = "noisy_state"

@@ -21,9 +21,18 @@ def to_data_uri(figure: plt.Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def accuracy_curves(rows: list[dict[str, Any]]) -> str:
-    """Test accuracy of the average model against rounds: one colour per run label, one line
-    per seed, the agents' mean accuracy dashed beside it."""
+# What each training figure shows: the metric of the average model (solid) and of the agents
+# (dashed), its axis label, and whether it reads better on a log scale.
+TRAINING_METRICS = {
+    "avg_acc": ("agent_acc_mean", "test accuracy", False),
+    "avg_error": ("agent_error_mean", "distance to the solution", True),
+}
+
+
+def training_curves(rows: list[dict[str, Any]], metric: str) -> str:
+    """`metric` of the average model against rounds: one colour per run label, one line per
+    seed, the agents' mean of the same metric dashed beside it."""
+    agents_metric, ylabel, log_scale = TRAINING_METRICS[metric]
     figure, axis = plt.subplots(figsize=(7, 3.6))
     by_label: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -31,13 +40,14 @@ def accuracy_curves(rows: list[dict[str, Any]]) -> str:
     for colour, (label, runs) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4, by_label.items()):
         for k, row in enumerate(runs):
             rounds = [point["round"] for point in row["history"]]
-            axis.plot(rounds, [p["avg_acc"] for p in row["history"]], color=colour,
-                      label=label if k == 0 else None)
-            axis.plot(rounds, [p["agent_acc_mean"] for p in row["history"]], color=colour, linestyle="--",
-                      alpha=0.5)
+            axis.plot(rounds, [p[metric] for p in row["history"]], color=colour, label=label if k == 0 else None)
+            axis.plot(rounds, [p[agents_metric] for p in row["history"]], color=colour, linestyle="--", alpha=0.5)
     axis.set_xlabel("round")
-    axis.set_ylabel("test accuracy")
-    axis.set_ylim(0, 1)
+    axis.set_ylabel(ylabel)
+    if log_scale:
+        axis.set_yscale("log")
+    else:
+        axis.set_ylim(0, 1)
     axis.grid(alpha=0.3)
     axis.legend(title="solid: average model; dashed: mean over agents", fontsize=8, title_fontsize=8)
     return to_data_uri(figure)

@@ -14,7 +14,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from privaudit.errors import PrivauditError
 from privaudit.results import CAMPAIGN_FILE, ResultsStore
-from reports.figures import accuracy_curves
+from reports.figures import TRAINING_METRICS, training_curves
 
 REPORT_FILE = "report.html"
 _VERSIONED = ("privaudit", "torch", "numpy", "dp-accounting", "scikit-image", "scikit-learn")
@@ -37,14 +37,11 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         labels.setdefault(row["label"], []).append(row)
     table = []
     for label, runs in labels.items():
-        acc = [r["metrics"]["avg_acc"] for r in runs]
-        agents = [r["metrics"]["agent_acc_mean"] for r in runs]
         table.append({
             "label": label,
             "title": runs[0]["title"],
             "seeds": [r["seed"] for r in runs],
-            "acc": f"{mean(acc):.3f} ± {pstdev(acc):.3f}",
-            "agents": f"{mean(agents):.3f} ± {pstdev(agents):.3f}",
+            "outcome": _outcome(runs),
             "claim": runs[0]["claim"],
             "rounds": runs[0]["config"]["run"]["rounds"],
             "topology": f"{runs[0]['config']['run']['topology']} × {runs[0]['config']['run']['agents']}",
@@ -52,6 +49,22 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "wall_s": f"{mean(r['wall_s'] for r in runs):.1f}",
         })
     return table
+
+
+def _spread(values: list[float], digits: str) -> str:
+    return f"{mean(values):{digits}} ± {pstdev(values):{digits}}"
+
+
+def _outcome(runs: list[dict[str, Any]]) -> str:
+    """How training ended, mean ± std over seeds, in the metric the task has."""
+    metrics = [r["metrics"] for r in runs]
+    if "avg_acc" in metrics[0]:
+        return (f"accuracy {_spread([m['avg_acc'] for m in metrics], '.3f')} (average model), "
+                f"{_spread([m['agent_acc_mean'] for m in metrics], '.3f')} (agents)")
+    if "avg_error" in metrics[0]:
+        return (f"distance to solution {_spread([m['avg_error'] for m in metrics], '.3g')} (average model), "
+                f"{_spread([m['agent_error_mean'] for m in metrics], '.3g')} (agents)")
+    return f"test loss {_spread([m['avg_loss'] for m in metrics], '.4g')} (average model)"
 
 
 def _number(value: float | None) -> str:
@@ -72,7 +85,10 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         results_dir=str(results_dir),
         summary=_summary(rows),
         rows=rows,
-        accuracy_figure=accuracy_curves(rows),
+        training_figures=[
+            training_curves([r for r in rows if metric in r["metrics"]], metric)
+            for metric in TRAINING_METRICS if any(metric in r["metrics"] for r in rows)
+        ],
         versions=_versions(),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )

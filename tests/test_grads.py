@@ -9,6 +9,7 @@ from privaudit.grads import (batch_grad, batch_grads, clip_l1, clip_l2, per_samp
 from privaudit.models import MODELS, build_model
 
 SHAPES = {
+    "linear_estimator": (3, 2),
     "lenet_dlg": (3, 32, 32),
     "dpdl_mnist": (1, 28, 28),
     "dpdl_cifar": (3, 32, 32),
@@ -18,12 +19,19 @@ SHAPES = {
     "mlp": (1, 8, 8),
     "resnet18": (3, 32, 32),
 }
-OPTIONS = {"logreg": {"nonconvex_reg": 0.1}}
+OPTIONS = {"logreg": {"nonconvex_reg": 0.1, "binary": True}, "linear_estimator": {"init": (0.3, -0.2)}}
+OUTPUTS = {"logreg": 2, "linear_estimator": 3}
 
 
 def _model(name: str) -> FlatModel:
     torch.manual_seed(0)
-    return FlatModel(build_model(name, SHAPES[name], 10, **OPTIONS.get(name, {})))
+    return FlatModel(build_model(name, SHAPES[name], OUTPUTS.get(name, 10), **OPTIONS.get(name, {})))
+
+
+def _targets(name: str, batch: int, generator: torch.Generator) -> torch.Tensor:
+    if name == "linear_estimator":
+        return torch.randn((batch, 3), generator=generator)
+    return torch.randint(0, OUTPUTS.get(name, 10), (batch,), generator=generator)
 
 
 def _loop(model: FlatModel, flat, x, y):
@@ -45,7 +53,7 @@ def test_per_sample_grads_equal_a_loop(name):
     batch = 2 if name in ("resnet18", "wb_mnist") else 5
     generator = torch.Generator().manual_seed(1)
     x = torch.randn((batch, *SHAPES[name]), generator=generator)
-    y = torch.randint(0, 10, (batch,), generator=generator)
+    y = _targets(name, batch, generator)
     flat = model.initial()
     fast = per_sample_grads(model, flat, x, y)
     slow = _loop(model, flat, x, y)

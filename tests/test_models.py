@@ -55,8 +55,45 @@ def test_output_is_one_logit_row_per_sample(name, in_shape, options):
     assert logits.shape == (3, 10)
 
 
+REGRESSION_MODELS = {"linear_estimator"}
+
+
 def test_every_registered_model_has_shape_and_gradient_cases():
-    assert {name for name, _, _ in SHAPE_CASES} == set(MODELS) == set(GRAD_CASES)
+    classifiers = set(MODELS) - REGRESSION_MODELS
+    assert {name for name, _, _ in SHAPE_CASES} == classifiers == set(GRAD_CASES)
+
+
+def test_linear_estimator_predicts_u_theta_and_scales_its_squared_error():
+    model = build_model("linear_estimator", (1, 3), 1, init=(3.0, 1.0, 1.0), loss_scale=0.5)
+    u = torch.tensor([[[1.0, 2.0, 0.0]], [[0.0, 0.0, 1.0]]])
+    output = model(u)
+    assert torch.equal(output, torch.tensor([[5.0], [1.0]]))
+    target = torch.tensor([[4.0], [3.0]])
+    assert float(model.loss(output.detach(), target)) == pytest.approx(0.5 * (1.0 + 4.0) / 2)
+    params = dict(model.named_parameters())
+    gradient = grad(lambda p: model.loss(functional_call(model, p, (u[:1],)), target[:1]))(params)["theta"]
+    assert torch.allclose(gradient, u[0, 0] * (5.0 - 4.0))  # seed 003's u uᵀx − d u
+
+
+def test_linear_estimator_checks_its_shapes():
+    with pytest.raises(ValueError, match="needs inputs"):
+        build_model("linear_estimator", (3, 2), 1)
+    with pytest.raises(ValueError, match="init has 3 entries"):
+        build_model("linear_estimator", (3, 2), 3, init=(1.0, 2.0, 3.0))
+
+
+def test_binary_logreg_is_seed_002_loss_without_intercept():
+    model = build_model("logreg", (2,), 2, binary=True)
+    assert [name for name, _ in model.named_parameters()] == ["linear.weight"]
+    with torch.no_grad():
+        model.linear.weight.copy_(torch.tensor([[1.0, -1.0]]))
+    a = torch.tensor([[2.0, 0.0], [0.0, 3.0]])
+    b = torch.tensor([1, 1])
+    expected = (torch.log1p(torch.exp(torch.tensor(-2.0))) + torch.log1p(torch.exp(torch.tensor(3.0)))) / 2
+    assert float(model.loss(model(a), b)) == pytest.approx(float(expected))
+    assert model.predict(model(a)).tolist() == [1, 0]
+    with pytest.raises(ValueError, match="needs 2 classes"):
+        build_model("logreg", (2,), 3, binary=True)
 
 
 def test_wb_mnist_has_the_parameter_count_stated_in_seed_004():
@@ -118,7 +155,7 @@ def test_resnet18_stem_fits_the_input(in_shape, kernel, stride, pools):
     assert isinstance(model.maxpool, nn.MaxPool2d) == pools
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", sorted(GRAD_CASES))
 def test_no_model_normalises_with_batch_statistics(name):
     model = build_model(name, GRAD_CASES[name], 10)
     assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
@@ -147,12 +184,12 @@ def test_logreg_penalty_differentiates_through_the_given_params():
         torch.testing.assert_close(gradients[name], 0.5 * 2 * value / (1 + value.square()).square())
 
 
-@pytest.mark.parametrize("name", sorted(set(MODELS) - {"logreg"}))
+@pytest.mark.parametrize("name", sorted(set(GRAD_CASES) - {"logreg"}))
 def test_models_without_regulariser_have_no_penalty(name):
     assert not hasattr(build_model(name, GRAD_CASES[name], 10), "penalty")
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("name", sorted(GRAD_CASES))
 def test_per_sample_gradients_match_single_sample_gradients(name):
     in_shape = GRAD_CASES[name]
     options = {"nonconvex_reg": 0.1} if name == "logreg" else {}
