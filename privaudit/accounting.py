@@ -15,16 +15,22 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import dp_accounting
-from dp_accounting import pld, rdp
+from dp_accounting import pld, privacy_accountant, rdp
 
 # dp_accounting logs one warning per RDP order it cannot evaluate and then excludes that order,
 # which is the sound behaviour; the warnings would flood every campaign log.
 logging.getLogger("absl").setLevel(logging.ERROR)
 
 Accountant = Literal["rdp", "pld"]
+Relation = Literal["add_remove", "replace_one"]
+_RELATIONS = {
+    "add_remove": privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
+    "replace_one": privacy_accountant.NeighboringRelation.REPLACE_ONE,
+}
 
 
 @dataclass(frozen=True)
@@ -61,23 +67,35 @@ class Claim:
         return record
 
 
-def epsilon(event: dp_accounting.DpEvent, delta: float, accountant: Accountant = "pld") -> float:
-    """ε at `delta` of the composed `event` under add/remove-one adjacency.
+def epsilon(event: dp_accounting.DpEvent, delta: float, accountant: Accountant = "pld",
+            relation: Relation = "add_remove") -> float:
+    """ε at `delta` of the composed `event` under the given adjacency of one agent's dataset.
 
     "pld" (privacy loss distributions, pessimistic discretisation) is the tightest sound bound
     dp_accounting offers for Gaussian and Laplace events; "rdp" is the moments accountant most
     DP-SGD papers report (Mironov 2017; Abadi et al. 2016), kept for comparison with them.
+    Sampling without replacement is analysed by dp_accounting only under "replace_one" and by
+    the RDP accountant only. Pure ε-DP (Laplace) composes additively: see `pure_epsilon`.
     """
     if accountant == "rdp":
-        engine = rdp.RdpAccountant()
+        engine = rdp.RdpAccountant(neighboring_relation=_RELATIONS[relation])
     elif accountant == "pld":
-        engine = pld.PLDAccountant()
+        engine = pld.PLDAccountant(neighboring_relation=_RELATIONS[relation])
     else:
         raise ValueError(f"unknown accountant '{accountant}' (choose from rdp, pld)")
     if not engine.supports(event):
-        raise ValueError(f"the {accountant} accountant does not support {type(event).__name__}")
+        raise ValueError(f"the {accountant} accountant does not support {type(event).__name__} "
+                         f"under {relation} adjacency")
     engine.compose(event)
     return float(engine.get_epsilon(delta))
+
+
+def pure_epsilon(sensitivities: Sequence[float], scales: Sequence[float]) -> float:
+    """ε of releasing each query with ℓ1 sensitivity Δ_k through Laplace noise of scale b_k:
+    pure ε-DP composes additively, ε = Σ_k Δ_k / b_k (Dwork & Roth 2014, Thm 3.6 and 3.16)."""
+    if len(sensitivities) != len(scales):
+        raise ValueError("one Laplace scale per sensitivity is needed")
+    return float(sum(delta / scale for delta, scale in zip(sensitivities, scales)))
 
 
 def subsampled_gaussian(sampling_rate: float, noise_multiplier: float, steps: int) -> dp_accounting.DpEvent:
