@@ -77,14 +77,16 @@ class Cell:
 
 
 def expand(campaign: Campaign) -> list[Cell]:
-    """Every (defense table, seed) pair of the campaign, in file order then seed order."""
+    """Every (defense table, grid combination, seed) of the campaign, in file order, then grid
+    order, then seed order."""
     cells = []
-    for index, run in enumerate(campaign.defense):
-        for seed in campaign.campaign.seeds:
+    for index, table in enumerate(campaign.defense):
+        for run in table.variants():
             params = run.params()
-            draft = Cell("", index, seed, campaign.data, run, params)
-            digest = hashlib.sha256(json.dumps(draft.describe(), sort_keys=True).encode()).hexdigest()
-            cells.append(Cell(digest[:16], index, seed, campaign.data, run, params))
+            for seed in campaign.campaign.seeds:
+                draft = Cell("", index, seed, campaign.data, run, params)
+                digest = hashlib.sha256(json.dumps(draft.describe(), sort_keys=True).encode()).hexdigest()
+                cells.append(Cell(digest[:16], index, seed, campaign.data, run, params))
     return cells
 
 

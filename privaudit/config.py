@@ -1,14 +1,19 @@
 """Campaign files: TOML, validated with pydantic, every error reported on one line by field path.
 
-A campaign names the data, the seeds, and one `[[defense]]` table per run. A defense table holds
-the run's shape (topology, agents, mixing, model, rounds) and the defense's own hyperparameters,
-which its `Params` model validates, so a typo in any of them is caught before anything runs:
+A campaign names the data, the seeds, and `[[defense]]` tables. A defense table holds the run's
+shape (topology, agents, mixing, model, rounds) and the defense's own hyperparameters, which its
+`Params` model validates, and may vary any of them over a `grid` (one run per combination):
+
+    grid = { topology = ["ring", "complete"], agents = [10, 20] }
+
+A typo in any field is caught before anything runs:
 
     defense[0].topology: unknown topology 'rng' (choose from ring, line, ...)
 """
 
 from __future__ import annotations
 
+import itertools
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -86,6 +91,7 @@ class RunConfig(BaseModel):
     model_options: dict[str, Any] = Field(default_factory=dict)
     rounds: int = Field(100, ge=1)
     eval_every: int = Field(10, ge=1)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
 
     @field_validator("kind")
     @classmethod
@@ -107,9 +113,33 @@ class RunConfig(BaseModel):
     def _model(cls, value: str) -> str:
         return _choice(value, sorted(MODELS), "model")
 
+    @field_validator("grid")
+    @classmethod
+    def _grid(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in value.items():
+            if key in ("kind", "label", "grid"):
+                raise ValueError(f"'{key}' cannot vary in a grid")
+            if not values:
+                raise ValueError(f"grid '{key}' has no values")
+        return value
+
     @property
     def name(self) -> str:
         return self.label or self.kind
+
+    def variants(self) -> list[RunConfig]:
+        """The table once per combination of its `grid` values (itself when it has no grid),
+        each labelled with the values it takes, e.g. `DPDL (topology=ring, agents=10)`."""
+        if not self.grid:
+            return [self]
+        base = self.model_dump(exclude={"grid"}) | (self.model_extra or {})
+        keys = list(self.grid)
+        variants = []
+        for values in itertools.product(*(self.grid[key] for key in keys)):
+            combo = dict(zip(keys, values))
+            suffix = ", ".join(f"{key}={value}" for key, value in combo.items())
+            variants.append(RunConfig.model_validate(base | combo | {"label": f"{self.name} ({suffix})"}))
+        return variants
 
     def params(self) -> DefenseParams:
         """The defense's hyperparameters, validated by its own `Params` model."""
@@ -152,12 +182,19 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign") -> Campaign:
         campaign = Campaign.model_validate(raw)
     except ValidationError as error:
         raise ConfigError(f"{source}: {_one_line(error)}") from None
-    for index, run in enumerate(campaign.defense):
+    for index, table in enumerate(campaign.defense):
+        allowed = list(DEFENSES[table.kind].Params.model_fields) + list(RunConfig.model_fields)
+        unknown = set(table.grid) - set(allowed)
+        if unknown:
+            raise ConfigError(f"{source}: defense[{index}].grid.{sorted(unknown)[0]}: unknown field "
+                              f"(allowed: {', '.join(allowed)})")
         try:
-            run.params()
+            for run in table.variants():
+                run.params()
         except ValidationError as error:
-            allowed = list(DEFENSES[run.kind].Params.model_fields) + list(RunConfig.model_fields)
-            raise ConfigError(f"{source}: {_one_line(error, ('defense', index), allowed)}") from None
+            where = error.errors()[0]["loc"][:1]
+            prefix = ("defense", index, "grid") if where and where[0] in table.grid else ("defense", index)
+            raise ConfigError(f"{source}: {_one_line(error, prefix, allowed)}") from None
     return campaign
 
 

@@ -105,3 +105,32 @@ def test_torn_last_line_is_ignored_and_the_next_row_survives(tmp_path):
     assert [row["cell"] for row in store.rows()] == ["a"]
     store.append({"cell": "c", "value": 3})
     assert [row["cell"] for row in store.rows()] == ["a", "c"]
+
+
+def test_grid_expands_a_table_into_labelled_runs():
+    from privaudit.campaign import expand
+    from tests.helpers import small_campaign
+
+    campaign = small_campaign(
+        [{"kind": "dpsgd", "label": "base", "grid": {"topology": ["ring", "complete"], "lr": [0.1, 0.2]}}], seeds=(0, 1)
+    )
+    cells = expand(campaign)
+    assert len(cells) == 8 and len({cell.id for cell in cells}) == 8
+    assert cells[0].label == "base (topology=ring, lr=0.1)"
+    assert (cells[3].run.topology, cells[3].params.lr) == ("ring", 0.2)
+
+
+@pytest.mark.parametrize(
+    "grid, expected",
+    [
+        ('{ topology = ["ring", "rng"] }', "defense[0].grid.topology: unknown topology 'rng'"),
+        ('{ lrr = [0.1] }', "defense[0].grid.lrr: unknown field"),
+        ('{ lr = [0.1, -1] }', "defense[0].grid.lr: Input should be greater than 0"),
+        ('{ kind = ["dpsgd"] }', "'kind' cannot vary in a grid"),
+    ],
+)
+def test_bad_grids_name_the_grid_field(tmp_path, capsys, grid, expected):
+    path = tmp_path / "c.toml"
+    path.write_text(f'[[defense]]\nkind = "dpsgd"\ngrid = {grid}\n')
+    code, err = _error(capsys, "run", str(path), "--quiet")
+    assert code == 2 and expected in err

@@ -1,0 +1,42 @@
+"""Helpers for tests: small campaigns built from dicts the way a user's TOML would be, and a
+set-up small enough to check one round of a defense by hand."""
+
+from typing import Any
+
+from privaudit.config import parse_campaign
+
+
+def small_campaign(defenses: list[dict[str, Any]], seeds=(0,), **data: Any):
+    """A validated campaign on digits with the given `[[defense]]` tables."""
+    raw = {
+        "campaign": {"name": "test", "seeds": list(seeds)},
+        "data": {"dataset": "digits", **data},
+        "defense": defenses,
+    }
+    return parse_campaign(raw)
+
+
+def tiny_setup(n_agents: int = 3, *, topology: str = "complete", samples: int = 6, features: int = 2,
+               classes: int = 2, seed: int = 0, module=None):
+    """A Setup small enough to check one round by hand: `n_agents` agents with `samples` random
+    samples each of a `features`-dimensional problem, a linear classifier (or `module`)."""
+    import numpy as np
+    import torch
+
+    from defenses.base import Setup
+    from privaudit.data import Dataset, Normalisation
+    from privaudit.flatmodel import FlatModel
+    from privaudit.models import build_model
+    from privaudit.sampling import LocalData
+    from privaudit.topology import Topology
+
+    generator = torch.Generator().manual_seed(seed)
+    total = n_agents * samples
+    x = torch.randn((total, features), generator=generator)
+    y = torch.randint(0, classes, (total,), generator=generator)
+    data = Dataset("tiny", x, y, x[:4], y[:4], classes, Normalisation((0.0,), (1.0,)), tuple(map(str, range(classes))))
+    torch.manual_seed(seed)
+    module = module if module is not None else build_model("logreg", (features,), classes)
+    shards = [np.arange(i * samples, (i + 1) * samples) for i in range(n_agents)]
+    return Setup(Topology.build(topology, n_agents), FlatModel(module), "logreg", data,
+                 LocalData(x, y, shards), torch.Generator().manual_seed(seed + 1), seed)
