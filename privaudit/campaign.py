@@ -155,6 +155,19 @@ def run_cell(cell: Cell, progress: bool = False) -> dict[str, Any]:
     }
 
 
+def claims(campaign: Campaign) -> list[dict[str, Any]]:
+    """The claim of every run of the campaign (one per table and grid combination, at the first
+    seed: a claim depends on the run's parameters, not on its random draws), without training."""
+    rows = []
+    seen: set[tuple[int, str]] = set()
+    for cell in expand(campaign):
+        if (cell.index, cell.label) in seen:
+            continue
+        seen.add((cell.index, cell.label))
+        rows.append({"label": cell.label, **build_defense(cell).claim(cell.run.rounds).as_dict()})
+    return rows
+
+
 def headline(metrics: dict[str, float]) -> str:
     """The one number that says how training went: accuracy, else estimation error, else loss."""
     if "avg_acc" in metrics:

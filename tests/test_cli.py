@@ -134,3 +134,19 @@ def test_bad_grids_name_the_grid_field(tmp_path, capsys, grid, expected):
     path.write_text(f'[[defense]]\nkind = "dpsgd"\ngrid = {grid}\n')
     code, err = _error(capsys, "run", str(path), "--quiet")
     assert code == 2 and expected in err
+
+
+def test_claims_json_has_the_documented_keys(capsys):
+    assert main(["claims", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    keys = {"defense", "notion", "adjacency", "eps_claimed", "eps_stated", "eps_sound", "delta", "horizon", "assumptions"}
+    assert all(keys <= set(row) for row in rows)
+    private = next(row for row in rows if row["defense"] == "dp_dpsgd")
+    assert private["eps_sound"] > 0 and private["delta"] == 1e-5
+
+
+def test_claims_table_prints_one_line_per_run(capsys):
+    assert main(["claims"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:3] == ["label", "notion", "adjacency"]
+    assert "DP-D-PSGD σ=1  (ε, δ)-DP" in out
