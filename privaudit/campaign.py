@@ -65,6 +65,12 @@ class Cell:
     def label(self) -> str:
         return self.run.name
 
+    @property
+    def group(self) -> str:
+        """The id of the cell's configuration without its seed: the seeds of one run share it."""
+        config = {key: value for key, value in self.describe().items() if key != "seed"}
+        return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
     def describe(self) -> dict[str, Any]:
         """The normalised configuration the id is computed from."""
         run = self.run.model_dump(mode="json", exclude=set(self.run.model_extra or {}))
@@ -141,6 +147,7 @@ def run_cell(cell: Cell, progress: bool = False) -> dict[str, Any]:
     final = output.history[-1]
     return {
         "cell": cell.id,
+        "group": cell.group,
         "defense": cell.run.kind,
         "label": cell.label,
         "title": type(defense).title,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import io
-from collections import defaultdict
 from typing import Any
 
 import matplotlib
@@ -29,16 +28,13 @@ TRAINING_METRICS = {
 }
 
 
-def training_curves(rows: list[dict[str, Any]], metric: str) -> str:
-    """`metric` of the average model against rounds: one colour per run label, one line per
-    seed, the agents' mean of the same metric dashed beside it."""
+def training_curves(runs: dict[str, list[dict[str, Any]]], metric: str) -> str:
+    """`metric` of the average model against rounds: one colour per run, one line per seed, the
+    agents' mean of the same metric dashed beside it."""
     agents_metric, ylabel, log_scale = TRAINING_METRICS[metric]
     figure, axis = plt.subplots(figsize=(7, 3.6))
-    by_label: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        by_label[row["label"]].append(row)
-    for colour, (label, runs) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4, by_label.items()):
-        for k, row in enumerate(runs):
+    for colour, (label, rows) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4, runs.items()):
+        for k, row in enumerate(rows):
             rounds = [point["round"] for point in row["history"]]
             axis.plot(rounds, [p[metric] for p in row["history"]], color=colour, label=label if k == 0 else None)
             axis.plot(rounds, [p[agents_metric] for p in row["history"]], color=colour, linestyle="--", alpha=0.5)

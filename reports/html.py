@@ -30,13 +30,27 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Final metrics per run label, mean ± std over seeds."""
-    labels: dict[str, list[dict[str, Any]]] = {}
+def runs_of(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The rows of each run (one configuration, all its seeds), keyed by a display label.
+
+    Two configurations with the same label (a campaign edited between runs into the same
+    results directory) stay apart, the label then carrying the configuration's id."""
+    groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        labels.setdefault(row["label"], []).append(row)
+        groups.setdefault(row["group"], []).append(row)
+    label_count: dict[str, int] = {}
+    for runs in groups.values():
+        label_count[runs[0]["label"]] = label_count.get(runs[0]["label"], 0) + 1
+    return {
+        (runs[0]["label"] if label_count[runs[0]["label"]] == 1 else f"{runs[0]['label']} [{group[:6]}]"): runs
+        for group, runs in groups.items()
+    }
+
+
+def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Final metrics per run, mean ± std over seeds."""
     table = []
-    for label, runs in labels.items():
+    for label, runs in runs_of(rows).items():
         table.append({
             "label": label,
             "title": runs[0]["title"],
@@ -86,7 +100,8 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         summary=_summary(rows),
         rows=rows,
         training_figures=[
-            training_curves([r for r in rows if metric in r["metrics"]], metric)
+            training_curves({label: runs for label, runs in runs_of(rows).items() if metric in runs[0]["metrics"]},
+                            metric)
             for metric in TRAINING_METRICS if any(metric in r["metrics"] for r in rows)
         ],
         versions=_versions(),

@@ -150,3 +150,16 @@ def test_claims_table_prints_one_line_per_run(capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:3] == ["label", "notion", "adjacency"]
     assert "DP-D-PSGD σ=1  (ε, δ)-DP" in out
+
+
+def test_report_keeps_apart_two_configurations_sharing_a_label(tmp_path):
+    path, out = tmp_path / "c.toml", tmp_path / "out"
+    path.write_text(TINY.format(label="same"))
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    path.write_text(TINY.format(label="same").replace("rounds = 4", "rounds = 6"))
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    from reports.html import runs_of
+
+    runs = runs_of(ResultsStore(out).rows())
+    assert len(runs) == 2 and all(label.startswith("same [") for label in runs)
+    assert all(len(rows) == 2 for rows in runs.values())
