@@ -37,12 +37,17 @@ def _run(args: argparse.Namespace) -> int:
 _CLAIM_COLUMNS = ("label", "notion", "adjacency", "eps_claimed", "eps_stated", "eps_sound", "delta", "horizon")
 
 
+_CELL_WIDTH = 44
+
+
 def _cell_text(value) -> str:
+    """A table cell: numbers to 4 significant digits, long text cut (it is printed in full below)."""
     if value is None:
         return "—"
     if isinstance(value, float):
         return f"{value:.4g}"
-    return str(value)
+    text = str(value)
+    return text if len(text) <= _CELL_WIDTH else text[: _CELL_WIDTH - 1] + "…"
 
 
 def _claims(args: argparse.Namespace) -> int:
@@ -64,6 +69,7 @@ def _claims(args: argparse.Namespace) -> int:
             print("  ".join("-" * width for width in widths))
     for row in rows:
         print(f"\n{row['label']}: {row['equation']}")
+        print(f"  adjacency: {row['adjacency']}")
         print(f"  sound ε: {row['sound_method']}")
         for assumption in row["assumptions"]:
             print(f"  assumption: {assumption}")
