@@ -51,6 +51,24 @@ class LocalData:
         rows = self.index.gather(1, positions)
         return self.x[rows], self.y[rows], rows
 
+    def capped_batches(self, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Like `fixed_batches`, but a batch larger than an agent's data takes all of it: agent i
+        gets min(batch_size, |D_i|) distinct samples, uniformly at random (growing batch-size
+        schedules, seed 003, outgrow small shards; the paper's §4.2 remark caps them so).
+
+        Batches are padded to the largest one; the mask [N, K] is 1.0 on real samples and 0.0 on
+        padding. Returns x [N, K, ...], y [N, K], the dataset rows [N, K] (padding rows are
+        meaningless) and the mask. When no agent is capped the draw equals `fixed_batches`'.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch size must be >= 1, got {batch_size}")
+        width = min(batch_size, self.index.shape[1])
+        keys = torch.rand(self.index.shape, generator=generator).masked_fill(~self.valid, -1.0)
+        positions = keys.topk(width, dim=1).indices
+        rows = self.index.gather(1, positions)
+        mask = torch.arange(width)[None, :] < self.sizes.clamp(max=batch_size)[:, None]
+        return self.x[rows], self.y[rows], rows, mask.to(self.x.dtype)
+
     def poisson_batches(self, rates: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
         """Poisson sampling: each sample of agent i is in its batch independently with
         probability `rates[i]` — the sampling that the subsampled-Gaussian accountant assumes.
