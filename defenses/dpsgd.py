@@ -46,9 +46,7 @@ class DPSGD(Defense):
 
     def __init__(self, params: DPSGDParams, setup: Setup) -> None:
         super().__init__(params, setup)
-        smallest = int(setup.local.sizes.min())
-        if params.batch_size > smallest:
-            raise ValueError(f"batch_size {params.batch_size} exceeds the smallest local dataset ({smallest} samples)")
+        setup.local.check_batch_size(params.batch_size)
         self.x = setup.model.initial().repeat(setup.topology.n, 1)
 
     @property

@@ -120,9 +120,7 @@ class LTADMMDP(Defense):
 
     def __init__(self, params: LTADMMDPParams, setup: Setup) -> None:
         super().__init__(params, setup)
-        smallest = int(setup.local.sizes.min())
-        if params.batch_size > smallest:
-            raise ValueError(f"batch_size {params.batch_size} exceeds the smallest local dataset ({smallest} samples)")
+        setup.local.check_batch_size(params.batch_size)
         topology = setup.topology
         self.edges: list[tuple[int, int]] = [(i, j) for i in range(topology.n) for j in topology.neighbours(i)]
         position = {edge: e for e, edge in enumerate(self.edges)}

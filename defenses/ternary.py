@@ -76,9 +76,7 @@ class Ternary(Defense):
 
     def __init__(self, params: TernaryParams, setup: Setup) -> None:
         super().__init__(params, setup)
-        smallest = int(setup.local.sizes.min())
-        if params.batch_size > smallest:
-            raise ValueError(f"batch_size {params.batch_size} exceeds the smallest local dataset ({smallest} samples)")
+        setup.local.check_batch_size(params.batch_size)
         off_diagonal = self.W - torch.diag(torch.diagonal(self.W))
         self.laplacian = torch.diag(off_diagonal.sum(dim=1)) - off_diagonal
         self.x = setup.model.initial().repeat(setup.topology.n, 1)

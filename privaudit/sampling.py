@@ -37,15 +37,18 @@ class LocalData:
         rows = self.index[agent, : int(self.sizes[agent])]
         return self.x[rows], self.y[rows]
 
+    def check_batch_size(self, batch_size: int) -> None:
+        """Raise ValueError (naming `batch_size`) when some agent holds fewer samples than that."""
+        smallest = int(self.sizes.min())
+        if batch_size > smallest:
+            raise ValueError(f"batch_size {batch_size} exceeds the smallest local dataset ({smallest} samples)")
+
     def fixed_batches(self, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
         """A uniformly random batch of `batch_size` distinct samples per agent.
 
         Returns x [N, B, ...], y [N, B] and the dataset rows [N, B] that were drawn.
         """
-        if batch_size > int(self.sizes.min()):
-            raise ValueError(
-                f"batch size {batch_size} exceeds the smallest local dataset ({int(self.sizes.min())} samples)"
-            )
+        self.check_batch_size(batch_size)
         keys = torch.rand(self.index.shape, generator=generator).masked_fill(~self.valid, -1.0)
         positions = keys.topk(batch_size, dim=1).indices
         rows = self.index.gather(1, positions)
