@@ -318,19 +318,11 @@ class DPDL(Defense):
         )
 
     def _nd_claim(self, rounds: int) -> Claim:
-        return Claim(
-            defense=self.name,
-            notion="none",
-            adjacency="none",
-            eps_claimed=None,
-            eps_stated=None,
-            eps_sound=None,
-            delta=None,
-            horizon=rounds,
-            equation="ND variant (seed 000 §VI-D): no Gaussian noise, clipping kept; the paper claims no "
-                     "privacy for it",
-            sound_method="no DP noise: the cross-gradients are clipped batch gradients and the momenta carry "
-                         "the clipped self-gradient in the clear, so no ε bound exists",
+        return Claim.no_privacy(
+            self.name, rounds,
+            "ND variant (seed 000 §VI-D): no Gaussian noise, clipping kept; the paper claims no privacy for it",
+            "no DP noise: the cross-gradients are clipped batch gradients and the momenta carry the clipped "
+            "self-gradient in the clear, so no ε bound exists",
         )
 
     def _assumptions(self, theorem: Theorem1) -> tuple[str, ...]:

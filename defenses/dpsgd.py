@@ -70,18 +70,8 @@ class DPSGD(Defense):
         return dp_accounting.NonPrivateDpEvent()
 
     def claim(self, rounds: int) -> Claim:
-        return Claim(
-            defense=self.name,
-            notion="none",
-            adjacency="none",
-            eps_claimed=None,
-            eps_stated=None,
-            eps_sound=None,
-            delta=None,
-            horizon=rounds,
-            equation="no privacy claimed",
-            sound_method="no DP noise: the states reveal each local gradient exactly, no ε bound exists",
-        )
+        return Claim.no_privacy(self.name, rounds, "no privacy claimed",
+                                "no DP noise: the states reveal each local gradient exactly, no ε bound exists")
 
 
 @register

@@ -60,6 +60,12 @@ class Claim:
     delta_sound: float | None = None
     statements: tuple[str, ...] = field(default_factory=tuple)
 
+    @classmethod
+    def no_privacy(cls, defense: str, horizon: int | str | None, equation: str, reason: str) -> Claim:
+        """The claim of an algorithm that adds no DP noise: nothing claimed, no sound bound."""
+        return cls(defense=defense, notion="none", adjacency="none", eps_claimed=None, eps_stated=None,
+                   eps_sound=None, delta=None, horizon=horizon, equation=equation, sound_method=reason)
+
     def as_dict(self) -> dict[str, Any]:
         record = asdict(self)
         record["assumptions"] = list(self.assumptions)
