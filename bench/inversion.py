@@ -1,0 +1,276 @@
+"""Gradient inversion on 32×32 photo crops with DLG's LeNet: speed and reconstruction quality.
+
+Sections (all on undefended single-step gradients, the target built by `batch_grad` at the model's
+point; the model is `lenet_dlg` with the DLG paper's uniform(−0.5, 0.5) re-initialisation, seeded):
+
+* dlg — DLG's wall time to first reach 30 dB PSNR (target ≤ 3 s; median over `--cases` crops and
+  seeds; a benchmark observer scores each iterate and stops the run there), then a second run on
+  the same case to DLG's own stopping rule (budget or gradient tolerance, no ground truth): the
+  PSNR an attacker actually ends with (acceptance ≥ 30 dB).
+* idlg — iDLG's label extraction on 20 seeds (acceptance 20 of 20).
+* ig1 — Inverting Gradients on single crops (acceptance ≥ 25 dB), twice: with its defaults (the
+  paper's signed Adam, 4,800 iterations, 4 restarts) and with `optimizer="lbfgs"` for 1,000
+  evaluations (4 restarts).
+* ig4 — the same two on a batch of 4 crops of 4 different photographs: wall time, PSNR, SSIM,
+  label accuracy.
+
+Times depend on the machine's load (printed): other processes on a shared machine slow every
+evaluation. One intra-op thread by default: an evaluation works on tensors so small that, with
+two threads on two shared cores, OpenMP's waiting threads made it up to ~20× slower (measured
+0.18 s against 9 ms per DLG evaluation at load 5); `--threads 2` measures the other choice.
+
+Run: python bench/inversion.py [--json] [--sections dlg,idlg,ig1,ig4] [--cases N] [--threads T]
+[--victim-init dlg|default]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import statistics
+import time
+
+import torch
+
+from attacks.extract import Target
+from attacks.inversion import DLG, InvertingGradients, extract_labels
+from privaudit.data import Dataset, load_dataset
+from privaudit.flatmodel import FlatModel
+from privaudit.grads import batch_grad
+from privaudit.metrics import score_reconstruction
+from privaudit.models import build_model
+
+SHAPE = (3, 32, 32)
+DLG_TARGET_S = 3.0
+DLG_PSNR = 30.0
+IG_PSNR = 25.0
+VICTIM_INIT = ("dlg", "default")
+
+
+def _victim(seed: int, init: str) -> FlatModel:
+    """DLG's LeNet, seeded, with the DLG paper's uniform(−0.5, 0.5) initialisation (`dlg`) or
+    torch's default one (`default`)."""
+    torch.manual_seed(seed)
+    module = build_model("lenet_dlg", SHAPE, 6)
+    if init == "dlg":
+        with torch.no_grad():
+            for parameter in module.parameters():
+                parameter.uniform_(-0.5, 0.5)
+    return FlatModel(module)
+
+
+def _crops(data: Dataset, seed: int, count: int, distinct: bool = False) -> torch.Tensor:
+    """Indices of `count` training crops drawn from `seed` (from different photographs if asked)."""
+    generator = torch.Generator().manual_seed(10_000 + seed)
+    if not distinct:
+        return torch.randint(len(data.y_train), (count,), generator=generator)
+    classes = torch.randperm(data.num_classes, generator=generator)[:count]
+    picks = []
+    for c in classes:
+        members = torch.nonzero(data.y_train == c).flatten()
+        picks.append(members[torch.randint(len(members), (1,), generator=generator)])
+    return torch.cat(picks)
+
+
+def _target(model: FlatModel, x: torch.Tensor, y: torch.Tensor) -> Target:
+    point = model.initial()
+    return Target(batch_grad(model, point, x, y), point, victim=0, round=0)
+
+
+def _psnr(images: torch.Tensor, original: torch.Tensor, data: Dataset) -> float:
+    """privaudit.metrics' PSNR for one image, without its SSIM/LPIPS, cheap enough per iterate."""
+    pixels = data.normalisation.denormalise(images.double()).clamp(0, 1)
+    mse = float((pixels - data.normalisation.denormalise(original.double())).square().mean())
+    return 10 * math.log10(1 / mse) if mse > 0 else math.inf
+
+
+def _run(attack, target, model, data, batch_size, seed, observer=None):
+    return attack.run(target, model, input_shape=SHAPE, num_classes=data.num_classes,
+                      batch_size=batch_size, normalisation=data.normalisation, seed=seed,
+                      observer=observer)
+
+
+def bench_dlg(data: Dataset, cases: int, init: str) -> dict:
+    """Time to 30 dB (observer-stopped) and the PSNR at DLG's own stop, per case."""
+    attack = DLG()
+    warm = _victim(0, init)
+    _run(DLG(evaluations=5), _target(warm, data.x_train[:1], data.y_train[:1]), warm, data, 1, 0)
+    rows = []
+    for seed in range(cases):
+        model = _victim(seed, init)
+        index = int(_crops(data, seed, 1)[0])
+        x, y = data.x_train[index : index + 1], data.y_train[index : index + 1]
+        target = _target(model, x, y)
+        spent = {"observer_s": 0.0, "psnr": -math.inf}
+
+        def observer(evaluations, images, losses):
+            start = time.perf_counter()
+            spent["psnr"] = _psnr(images[0], x, data)
+            spent["observer_s"] += time.perf_counter() - start
+            return spent["psnr"] >= DLG_PSNR
+
+        timed = _run(attack, target, model, data, 1, seed, observer)
+        reached = timed.stopped_by == "observer"
+        full = _run(attack, target, model, data, 1, seed)
+        scores = score_reconstruction(full.images, x, data.normalisation, labels=full.labels,
+                                      true_labels=y)
+        rows.append({
+            "seed": seed,
+            "crop": index,
+            "seconds_to_30db": timed.wall_s - spent["observer_s"] if reached else math.inf,
+            "evaluations_to_30db": timed.iterations if reached else None,
+            "psnr_at_stop_of_timed_run": spent["psnr"],
+            "observer_s": spent["observer_s"],
+            "full_run_psnr": scores.psnr,
+            "full_run_ssim": scores.ssim,
+            "full_run_label_acc": scores.label_acc,
+            "full_run_seconds": full.wall_s,
+            "full_run_evaluations": full.iterations,
+            "full_run_stopped_by": full.stopped_by,
+            "full_run_status": full.status,
+        })
+    median = statistics.median(r["seconds_to_30db"] for r in rows)
+    return {
+        "params": dataclasses.asdict(attack),
+        "cases": rows,
+        "median_seconds_to_30db": median,
+        "target_seconds": DLG_TARGET_S,
+        "ratio_to_target": median / DLG_TARGET_S,
+        "reached_30db": sum(r["evaluations_to_30db"] is not None for r in rows),
+        "full_run_median_psnr": statistics.median(r["full_run_psnr"] for r in rows),
+        "full_run_at_least_30db": sum(r["full_run_psnr"] >= DLG_PSNR for r in rows),
+    }
+
+
+def bench_idlg(data: Dataset, init: str, seeds: int = 20) -> dict:
+    """iDLG's label extraction on `seeds` single-crop targets."""
+    hits = []
+    for seed in range(seeds):
+        model = _victim(seed, init)
+        index = int(_crops(data, seed, 1)[0])
+        x, y = data.x_train[index : index + 1], data.y_train[index : index + 1]
+        labels = extract_labels(_target(model, x, y).gradient, model, data.num_classes, 1)
+        hits.append(labels is not None and labels.tolist() == y.tolist())
+    return {"seeds": seeds, "recovered": sum(hits)}
+
+
+IG_VARIANTS = {
+    "adam": InvertingGradients(),
+    "lbfgs": InvertingGradients(optimizer="lbfgs", iterations=1000),
+}
+
+
+def _bench_ig(data: Dataset, seed: int, batch_size: int, init: str, attack: InvertingGradients) -> dict:
+    model = _victim(seed, init)
+    picks = _crops(data, seed, batch_size, distinct=batch_size > 1)
+    x, y = data.x_train[picks], data.y_train[picks]
+    result = _run(attack, _target(model, x, y), model, data, batch_size, seed)
+    row = {"seed": seed, "crops": picks.tolist(), "seconds": result.wall_s,
+           "iterations": result.iterations, "status": result.status,
+           "label_source": result.label_source, "restart_losses": list(result.restart_losses)}
+    if result.images is not None:
+        scores = score_reconstruction(result.images, x, data.normalisation, labels=result.labels,
+                                      true_labels=y)
+        row.update(scores.summary())
+    return row
+
+
+def bench_ig_single(data: Dataset, cases: int, init: str) -> dict:
+    """Both IG optimisers on the same single-crop targets."""
+    figures = {}
+    for name, attack in IG_VARIANTS.items():
+        rows = [_bench_ig(data, seed, 1, init, attack) for seed in range(cases)]
+        psnrs = [r.get("psnr", -math.inf) for r in rows]
+        figures[name] = {
+            "params": dataclasses.asdict(attack),
+            "cases": rows,
+            "median_psnr": statistics.median(psnrs),
+            "at_least_25db": sum(p >= IG_PSNR for p in psnrs),
+            "median_seconds": statistics.median(r["seconds"] for r in rows),
+        }
+    return figures
+
+
+def bench_ig_batch(data: Dataset, init: str) -> dict:
+    """Both IG optimisers on one batch of 4 crops of different photographs."""
+    return {name: {"params": dataclasses.asdict(attack), **_bench_ig(data, 0, 4, init, attack)}
+            for name, attack in IG_VARIANTS.items()}
+
+
+def _json_safe(value):
+    """Non-finite floats become null (JSON has no inf): a missed target reads as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _print(figures: dict) -> None:
+    print(f"victim init {figures['victim_init']}, threads {figures['threads']}, "
+          f"load average {figures['load_before']} → {figures['load_after']}")
+    if "dlg" in figures:
+        d = figures["dlg"]
+        for r in d["cases"]:
+            print(f"  DLG seed {r['seed']} crop {r['crop']}: 30 dB after {r['seconds_to_30db']:.2f} s "
+                  f"({r['evaluations_to_30db']} evaluations); own stop: {r['full_run_psnr']:.1f} dB, "
+                  f"SSIM {r['full_run_ssim']:.3f} after {r['full_run_seconds']:.1f} s "
+                  f"({r['full_run_evaluations']} evaluations, {r['full_run_stopped_by']})")
+        print(f"DLG median time to 30 dB: {d['median_seconds_to_30db']:.2f} s, target {DLG_TARGET_S} s, "
+              f"ratio {d['ratio_to_target']:.2f} ({d['reached_30db']}/{len(d['cases'])} reached 30 dB)")
+        print(f"DLG at its own stop: median {d['full_run_median_psnr']:.1f} dB, "
+              f"{d['full_run_at_least_30db']}/{len(d['cases'])} at ≥ 30 dB")
+    if "idlg" in figures:
+        i = figures["idlg"]
+        print(f"iDLG labels recovered: {i['recovered']}/{i['seeds']} seeds")
+    for name, g in figures.get("ig1", {}).items():
+        for r in g["cases"]:
+            print(f"  IG ({name}) seed {r['seed']}: {r.get('psnr', math.nan):.1f} dB, "
+                  f"SSIM {r.get('ssim', math.nan):.3f}, {r['seconds']:.1f} s, {r['status']}")
+        print(f"IG ({name}) single crop: median {g['median_psnr']:.1f} dB, "
+              f"{g['at_least_25db']}/{len(g['cases'])} at ≥ 25 dB, median {g['median_seconds']:.1f} s")
+    for name, b in figures.get("ig4", {}).items():
+        print(f"IG ({name}) batch of 4: {b['seconds']:.1f} s, PSNR {b.get('psnr', math.nan):.1f} dB, "
+              f"SSIM {b.get('ssim', math.nan):.3f}, labels {b['label_source']} "
+              f"(accuracy {b.get('label_acc')}), LPIPS {b.get('lpips_status')}, {b['status']}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--sections", default="dlg,idlg,ig1,ig4")
+    parser.add_argument("--cases", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--victim-init", choices=VICTIM_INIT, default="dlg")
+    args = parser.parse_args()
+    sections = set(args.sections.split(","))
+    unknown = sections - {"dlg", "idlg", "ig1", "ig4"}
+    if unknown:
+        parser.error(f"unknown section(s): {', '.join(sorted(unknown))}")
+
+    torch.set_num_threads(args.threads)
+    data = load_dataset("photos")
+    figures: dict = {"threads": torch.get_num_threads(), "victim_init": args.victim_init,
+                     "load_before": [round(v, 2) for v in os.getloadavg()]}
+    if "dlg" in sections:
+        figures["dlg"] = bench_dlg(data, args.cases, args.victim_init)
+    if "idlg" in sections:
+        figures["idlg"] = bench_idlg(data, args.victim_init)
+    if "ig1" in sections:
+        figures["ig1"] = bench_ig_single(data, args.cases, args.victim_init)
+    if "ig4" in sections:
+        figures["ig4"] = bench_ig_batch(data, args.victim_init)
+    figures["load_after"] = [round(v, 2) for v in os.getloadavg()]
+    if args.json:
+        print(json.dumps(_json_safe(figures), default=str))
+    else:
+        _print(figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""How close a reconstruction is to the private originals: the scoring step of an inversion attack.
+
+This is the only place where the ground truth meets the attack's output (breaching keeps its
+metrics apart from its attacks for the same reason). Every image score is computed on the pixels
+a person would see: both batches are denormalised with the dataset's `Normalisation` and the
+reconstruction is clipped to [0, 1] (an attack that leaves the valid box, as DLG does, is shown
+clipped; clipping can only move a pixel closer to an original that lies in [0, 1]).
+
+A reconstructed batch comes in no particular order, so reconstructions are first paired with
+originals by the Hungarian assignment (`scipy.optimize.linear_sum_assignment`) that minimises the
+total pairwise MSE, and every score, labels included, is computed on those pairs.
+
+Scores:
+
+* MSE over all pixels of an image, then averaged over the batch.
+* PSNR = 10·log10(1 / MSE) per image (peak 1 on [0, 1] pixels), then averaged. MSE = 0 (a pixel
+  exact copy) gives +inf, the limit of the formula, and so does the batch mean.
+* SSIM (Wang et al. 2004) from `skimage.metrics.structural_similarity` with `data_range=1.0`,
+  colour images through `channel_axis`. Its default 7×7 window must fit in the image, so the
+  window is the largest odd size ≤ min(7, H, W) (5×5 for a 5-pixel side); images with a side
+  below 3 pixels have no SSIM and are rejected.
+* LPIPS (Zhang et al. 2018), AlexNet variant, from the `lpips` package: its linear layers ship
+  inside the package, its AlexNet trunk needs torchvision's ImageNet weights, which are read only
+  from the torch hub cache (`alexnet_weights_path()`). When the file is missing or is not the
+  published one (its SHA-256 must start with the prefix in its name, torch hub's convention),
+  LPIPS is `None` and `lpips_status` says why; it is never computed with a random trunk and
+  nothing is downloaded. AlexNet's two 3×3 stride-2 max pools need inputs of at least
+  `LPIPS_MIN_SIDE` pixels; smaller images (digits, LFW) have no LPIPS either, with that reason.
+* Label accuracy: the fraction of pairs whose reconstructed label equals the original's.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+import torch
+from scipy.optimize import linear_sum_assignment
+from skimage.metrics import structural_similarity
+from torch import Tensor
+
+from privaudit.data import Normalisation
+
+SSIM_WINDOW = 7
+LPIPS_MIN_SIDE = 31
+_HASH_IN_NAME = re.compile(r"-([a-f0-9]+)\.")
+# lpips' AlexNet trunk cuts torchvision's `features` into five slices at these indices.
+_LPIPS_SLICES = (
+    (1, range(0, 2)), (2, range(2, 5)), (3, range(5, 8)), (4, range(8, 10)), (5, range(10, 12))
+)
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Reconstruction scores: batch means, per-image values (in the order of the originals) and
+    the assignment `pairs[i]` = index of the reconstruction paired with original i."""
+
+    mse: float
+    psnr: float
+    ssim: float
+    lpips: float | None
+    lpips_status: str
+    label_acc: float | None
+    per_image: dict[str, list[float]] = field(repr=False)
+    pairs: tuple[int, ...] = field(repr=False)
+
+    def summary(self) -> dict[str, float | str | None]:
+        """The batch scores as a plain dict, for results and reports."""
+        return {
+            "mse": self.mse,
+            "psnr": self.psnr,
+            "ssim": self.ssim,
+            "lpips": self.lpips,
+            "lpips_status": self.lpips_status,
+            "label_acc": self.label_acc,
+        }
+
+
+def score_reconstruction(
+    reconstruction: Tensor,
+    original: Tensor,
+    normalisation: Normalisation,
+    *,
+    labels: Tensor | None = None,
+    true_labels: Tensor | None = None,
+) -> Scores:
+    """Score `reconstruction` [B, C, H, W] against `original` [B, C, H, W], both in the model's
+    (normalised) input space; label accuracy when both `labels` and `true_labels` are given."""
+    if reconstruction.shape != original.shape or reconstruction.dim() != 4:
+        raise ValueError(
+            f"reconstruction {tuple(reconstruction.shape)} and original {tuple(original.shape)} "
+            "must both be [B, C, H, W]"
+        )
+    if min(original.shape[-2:]) < 3:
+        raise ValueError(f"images of {tuple(original.shape[-2:])} pixels are too small for SSIM")
+    rec = normalisation.denormalise(reconstruction.detach().double().cpu()).clamp(0.0, 1.0)
+    orig = normalisation.denormalise(original.detach().double().cpu())
+
+    pairwise = (orig[:, None] - rec[None]).square().flatten(2).mean(-1)
+    rows, cols = linear_sum_assignment(pairwise.numpy())
+    pairs = cols[np.argsort(rows)]
+    rec = rec[torch.as_tensor(pairs)]
+
+    mse = [float(v) for v in (rec - orig).square().flatten(1).mean(-1)]
+    psnr = [10.0 * math.log10(1.0 / v) if v > 0 else math.inf for v in mse]
+    ssim = [_ssim(a, b) for a, b in zip(rec.numpy(), orig.numpy())]
+    per_image = {"mse": mse, "psnr": psnr, "ssim": ssim}
+    lpips_values, lpips_status = _lpips(rec.float(), orig.float())
+    if lpips_values is not None:
+        per_image["lpips"] = lpips_values
+
+    label_acc = None
+    if labels is not None and true_labels is not None:
+        matched = labels.detach().cpu()[torch.as_tensor(pairs)]
+        label_acc = float((matched == true_labels.detach().cpu()).double().mean())
+
+    return Scores(
+        mse=float(np.mean(mse)),
+        psnr=float(np.mean(psnr)),
+        ssim=float(np.mean(ssim)),
+        lpips=None if lpips_values is None else float(np.mean(lpips_values)),
+        lpips_status=lpips_status,
+        label_acc=label_acc,
+        per_image=per_image,
+        pairs=tuple(int(p) for p in pairs),
+    )
+
+
+def _ssim(a: np.ndarray, b: np.ndarray) -> float:
+    """SSIM of two [C, H, W] images in [0, 1], window fitted to small images."""
+    side = min(a.shape[-2:])
+    window = min(SSIM_WINDOW, side if side % 2 else side - 1)
+    return float(structural_similarity(a, b, win_size=window, data_range=1.0, channel_axis=0))
+
+
+def alexnet_weights_path() -> Path:
+    """Where torch hub caches torchvision's ImageNet AlexNet weights (the file name comes from the
+    installed torchvision, so it follows whatever weights its `alexnet` would download)."""
+    from torchvision.models import AlexNet_Weights
+
+    filename = Path(urlparse(AlexNet_Weights.IMAGENET1K_V1.url).path).name
+    return Path(torch.hub.get_dir()) / "checkpoints" / filename
+
+
+def _lpips(rec: Tensor, orig: Tensor) -> tuple[list[float] | None, str]:
+    """Per-image LPIPS of pixel batches in [0, 1], or None and the reason it is unavailable."""
+    side = min(orig.shape[-2:])
+    if side < LPIPS_MIN_SIDE:
+        return None, (
+            f"unavailable: images of side {side} are below AlexNet's minimum of {LPIPS_MIN_SIDE}"
+        )
+    if orig.shape[1] not in (1, 3):
+        return None, f"unavailable: LPIPS needs 1 or 3 channels, got {orig.shape[1]}"
+    path = alexnet_weights_path()
+    if not path.is_file():
+        return None, f"unavailable: AlexNet ImageNet weights not in {path}"
+    stat = path.stat()
+    network, problem = _lpips_network(str(path), stat.st_size, stat.st_mtime_ns)
+    if network is None:
+        return None, f"unavailable: {problem}"
+    if orig.shape[1] == 1:
+        rec, orig = rec.expand(-1, 3, -1, -1), orig.expand(-1, 3, -1, -1)
+    with torch.no_grad():
+        values = network(rec, orig, normalize=True).flatten()
+    return [float(v) for v in values], "ok"
+
+
+@functools.lru_cache(maxsize=2)
+def _lpips_network(path: str, size: int, mtime_ns: int) -> tuple[torch.nn.Module | None, str]:
+    """lpips' AlexNet LPIPS with its trunk loaded from `path` (cached per file version).
+
+    `pnet_rand=True` makes lpips build torchvision's AlexNet without weights, so nothing is
+    downloaded; the trunk is then overwritten, every tensor of it, from the cached file, while
+    `pretrained=True` loads the linear layers that ship inside the lpips package.
+    """
+    import lpips
+
+    expected = _HASH_IN_NAME.search(Path(path).name)
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    if expected is None or not digest.startswith(expected.group(1)):
+        return None, f"{path} is not the published AlexNet weights file (SHA-256 {digest[:8]}…)"
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        network = lpips.LPIPS(net="alex", pretrained=True, pnet_rand=True, verbose=False)
+    trunk = {
+        f"slice{number}.{index}.{name}": state[f"features.{index}.{name}"]
+        for number, indices in _LPIPS_SLICES
+        for index in indices
+        for name in ("weight", "bias")
+        if f"features.{index}.{name}" in state
+    }
+    try:
+        network.net.load_state_dict(trunk, strict=True)
+    except RuntimeError as error:
+        return None, f"{path} does not hold AlexNet's feature layers ({str(error).splitlines()[0]})"
+    return network.eval(), "ok"
