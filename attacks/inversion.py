@@ -39,6 +39,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -449,19 +450,29 @@ class DLG:
     tolerance: float = 1e-8
     dtype: str = "float64"
 
+    fixes_labels: ClassVar[bool] = False
+    title: ClassVar[str] = "DLG"
+
     def run(
         self, target: Target, model: FlatModel, *, input_shape: tuple[int, ...], num_classes: int,
         batch_size: int, normalisation: Normalisation, seed: int, observer: Observer | None = None,
     ) -> Reconstruction:
-        """Reconstruct `batch_size` inputs and their labels from `target`."""
+        """Reconstruct `batch_size` inputs from `target`, with their labels optimised (DLG) or
+        extracted first (iDLG)."""
         started = time.perf_counter()
-        _needs_cross_entropy(model, "DLG")
+        label_source = "extracted" if self.fixes_labels else "optimised"
+        _needs_cross_entropy(model, self.title)
         setup = _Setup.build(target, model, input_shape, num_classes, batch_size, normalisation,
                              seed, self.dtype)
         problem = _unusable(target, setup)
         if problem:
-            return _failed(problem, "optimised", started)
-        return _lbfgs_match(setup, self, None, observer, started)
+            return _failed(problem, label_source, started)
+        labels = None
+        if self.fixes_labels:
+            labels = extract_labels(setup.gradient, model, num_classes, batch_size)
+            if labels is None:
+                return _failed("labels not recoverable from the last layer's gradient", label_source, started)
+        return _lbfgs_match(setup, self, labels, observer, started)
 
 
 @dataclass(frozen=True)
@@ -469,23 +480,8 @@ class IDLG(DLG):
     """iDLG (Zhao et al. 2020): DLG with the labels fixed to `extract_labels`' answer. Fails
     (status, not exception) when the gradient does not determine the labels."""
 
-    def run(
-        self, target: Target, model: FlatModel, *, input_shape: tuple[int, ...], num_classes: int,
-        batch_size: int, normalisation: Normalisation, seed: int, observer: Observer | None = None,
-    ) -> Reconstruction:
-        """Extract the labels, then reconstruct `batch_size` inputs from `target`."""
-        started = time.perf_counter()
-        _needs_cross_entropy(model, "iDLG")
-        setup = _Setup.build(target, model, input_shape, num_classes, batch_size, normalisation,
-                             seed, self.dtype)
-        problem = _unusable(target, setup)
-        if problem:
-            return _failed(problem, "extracted", started)
-        labels = extract_labels(setup.gradient, model, num_classes, batch_size)
-        if labels is None:
-            return _failed("labels not recoverable from the last layer's gradient", "extracted",
-                           started)
-        return _lbfgs_match(setup, self, labels, observer, started)
+    fixes_labels: ClassVar[bool] = True
+    title: ClassVar[str] = "iDLG"
 
 
 @dataclass(frozen=True)
