@@ -537,12 +537,9 @@ _ALL_NEIGHBOURS = ("a global listener, an eavesdropper on all of the victim's li
 
 EXTRACTORS: dict[tuple[str, str], Extractor] = {
     (e.defense, e.scenario): e for e in (
-        Extractor("dpsgd", "state_difference", dpsgd_state_difference, frozenset({Kind.MODEL}),
-                  f"model broadcasts of the victim (t, t+1) and its neighbours (t): {_ALL_NEIGHBOURS}",
-                  _victim_and_neighbours, _span(0, 1)),
-        Extractor("dp_dpsgd", "state_difference", dpsgd_state_difference, frozenset({Kind.MODEL}),
-                  f"model broadcasts of the victim (t, t+1) and its neighbours (t): {_ALL_NEIGHBOURS}",
-                  _victim_and_neighbours, _span(0, 1)),
+        *(Extractor(name, "state_difference", dpsgd_state_difference, frozenset({Kind.MODEL}),
+                    f"model broadcasts of the victim (t, t+1) and its neighbours (t): {_ALL_NEIGHBOURS}",
+                    _victim_and_neighbours, _span(0, 1)) for name in ("dpsgd", "dp_dpsgd")),
         Extractor("dpdl", "cross_gradient", dpdl_cross_gradient, frozenset({Kind.CROSS_GRADIENT, Kind.MODEL}),
                   "one cross-gradient from the victim to a neighbour j and j's model broadcast (t): an "
                   "eavesdropper on link (victim, j), the curious neighbour j, or a global listener",
