@@ -19,7 +19,7 @@ All gradients of a round (every directed pair (i → j) at x^j plus every self p
 from one `per_sample_grads_agents` call over pairs, split into row chunks only when one call would
 exceed a memory budget (the paper's MNIST grid at N = 30 would need ~48 GB at once).
 Each agent discloses (`Wire.disclose`, seen only by a curious-neighbour tap of that agent) its
-batch (`batch_rows`, dataset rows), ĝ^{ii} (`self_gradient`) and, when noisy, z^{ii}
+batch (`batch`, dataset rows), ĝ^{ii} (`self_gradient`) and, when noisy, z^{ii}
 (`self_noise`) and each z^{ji} (`noise_to_{j}`).
 
 Decisions where the paper is ambiguous:
@@ -241,7 +241,7 @@ class DPDL(Defense):
     def _disclose(self, t: int, wire: Wire, rows: Tensor, clean_self: Tensor, noise: Tensor | None) -> None:
         """Each agent's private values: its batch (dataset rows), ĝ^{ii} and its noise draws."""
         for i in range(self.setup.topology.n):
-            wire.disclose(t, i, "batch_rows", rows[i])
+            wire.disclose(t, i, "batch", rows[i])
             wire.disclose(t, i, "self_gradient", clean_self[i])
             if noise is not None:
                 wire.disclose(t, i, "self_noise", noise[self.n_cross + i])

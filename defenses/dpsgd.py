@@ -56,15 +56,16 @@ class DPSGD(Defense):
     def step(self, t: int, wire: Wire) -> None:
         for i in range(self.setup.topology.n):
             wire.broadcast(t, i, Kind.MODEL, self.x[i])
-        gradients = self.local_gradients()
+        gradients, batches = self.local_gradients()
         for i in range(self.setup.topology.n):
+            wire.disclose(t, i, "batch", batches[i])
             wire.disclose(t, i, "gradient", gradients[i])
         self.x = self.W @ self.x - self.params.lr * gradients
 
-    def local_gradients(self) -> Tensor:
-        """Each agent's mini-batch gradient at its own model: [N, P]."""
-        xb, yb, _ = self.setup.local.fixed_batches(self.params.batch_size, self.setup.generator)
-        return batch_grads(self.setup.model, self.x, xb, yb)
+    def local_gradients(self) -> tuple[Tensor, list[Tensor]]:
+        """Each agent's mini-batch gradient at its own model [N, P], and its batch's dataset rows."""
+        xb, yb, rows = self.setup.local.fixed_batches(self.params.batch_size, self.setup.generator)
+        return batch_grads(self.setup.model, self.x, xb, yb), list(rows)
 
     def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
         return dp_accounting.NonPrivateDpEvent()
@@ -84,13 +85,13 @@ class DPDPSGD(DPSGD):
         super().__init__(params, setup)
         self.rates = (params.batch_size / setup.local.sizes.to(torch.float32)).clamp(max=1.0)
 
-    def local_gradients(self) -> Tensor:
+    def local_gradients(self) -> tuple[Tensor, list[Tensor]]:
         p = self.params
-        xb, yb, mask = self.setup.local.poisson_batches(self.rates, self.setup.generator)
+        xb, yb, mask, rows = self.setup.local.poisson_batches(self.rates, self.setup.generator)
         per_sample = per_sample_grads_agents(self.setup.model, self.x, xb, yb)
         clipped_sum = (clip_l2(per_sample, p.clip) * mask[..., None]).sum(dim=1)
         noise = torch.randn(clipped_sum.shape, generator=self.setup.generator) * (p.noise_multiplier * p.clip)
-        return (clipped_sum + noise) / p.batch_size
+        return (clipped_sum + noise) / p.batch_size, [r[m > 0] for r, m in zip(rows, mask)]
 
     def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
         return subsampled_gaussian(float(self.rates.max()), self.params.noise_multiplier, rounds)

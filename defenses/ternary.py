@@ -94,10 +94,11 @@ class Ternary(Defense):
         p = self.params
         return schedule(p.a1, p.a3, p.delta1, k), schedule(p.a2, p.a3, p.delta2, k)
 
-    def local_gradients(self) -> Tensor:
-        """Each agent's stochastic gradient g_i^k at its own state: [N, P]."""
-        xb, yb, _ = self.setup.local.fixed_batches(self.params.batch_size, self.setup.generator)
-        return batch_grads(self.setup.model, self.x, xb, yb)
+    def local_gradients(self) -> tuple[Tensor, Tensor]:
+        """Each agent's stochastic gradient g_i^k at its own state [N, P], and the batch's dataset
+        rows [N, B]."""
+        xb, yb, rows = self.setup.local.fixed_batches(self.params.batch_size, self.setup.generator)
+        return batch_grads(self.setup.model, self.x, xb, yb), rows
 
     def quantize(self) -> Tensor:
         """One draw of Q(x_i^k) per agent (rows), counting the draws that break r ≥ ‖x_i^k‖_∞."""
@@ -110,10 +111,11 @@ class Ternary(Defense):
         return ternary(self.x, p.r, self.setup.generator, on_overflow=p.on_overflow)
 
     def step(self, t: int, wire: Wire) -> None:
-        gradients = self.local_gradients()
+        gradients, rows = self.local_gradients()
         quantized = self.quantize()
         for i in range(self.setup.topology.n):
             wire.broadcast(t, i, Kind.QUANTIZED_STATE, quantized[i])
+            wire.disclose(t, i, "batch", rows[i])
             wire.disclose(t, i, "state", self.x[i])
             wire.disclose(t, i, "gradient", gradients[i])
         lam, eps = self.step_sizes(t)

@@ -1,8 +1,10 @@
 """Campaigns: expand a campaign into cells, run each cell, store each result as it finishes.
 
-A cell is one `[[defense]]` table at one seed. Its id is a hash of its normalised configuration
-(data, run shape, validated hyperparameters, seed), so the same cell has the same id in every
-run of every campaign that contains it, and a re-run skips the cells already in the results.
+A training cell is one run of a `[[defense]]` table (one grid combination) at one seed; an
+attack cell is one `[[attack]]` table on one training cell at one attacked round. A cell's id is
+a hash of its normalised configuration (data, run shape, validated hyperparameters, seed, and
+for an attack its table and round), so the same cell has the same id in every run of every
+campaign that contains it, and a re-run skips the cells already in the results.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 import time
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,19 +22,23 @@ from typing import Any
 import numpy as np
 import torch
 
+from attacks.extract import EXTRACTORS
+from attacks.inversion import INVERSIONS
 from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams, Setup
 from privaudit import __version__
-from privaudit.config import Campaign, DataConfig, RunConfig, load_campaign, parse_campaign
+from privaudit.config import AttackConfig, Campaign, DataConfig, RunConfig, load_campaign, parse_campaign
 from privaudit.data import load_dataset, partition
 from privaudit.errors import ConfigError
+from privaudit.findings import attack_taps, invert, last_round_read
 from privaudit.flatmodel import FlatModel
 from privaudit.models import build_model, model_task
 from privaudit.results import ResultsStore
 from privaudit.sampling import LocalData
-from privaudit.sim import simulate
+from privaudit.sim import RunOutput, simulate
 from privaudit.synthetic import SYNTHETIC, generate
 from privaudit.topology import Topology
+from privaudit.wire import GroundTruth, Tap, Transcript
 
 DEMO = "demo.toml"
 
@@ -60,6 +66,8 @@ class Cell:
     data: DataConfig
     run: RunConfig
     params: DefenseParams
+    table_label: str = ""
+    setting: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def label(self) -> str:
@@ -82,6 +90,55 @@ class Cell:
         }
 
 
+@dataclass(frozen=True)
+class AttackCell:
+    """One `[[attack]]` table on one training cell at one attacked round."""
+
+    id: str
+    index: int
+    training: Cell
+    attack: AttackConfig
+    scenario: str
+    round: int
+
+    @property
+    def label(self) -> str:
+        return self.attack.name
+
+    @property
+    def group(self) -> str:
+        """The id without the training seed: the seeds of one attack setting share it."""
+        config = self.describe() | {"training": self.training.group}
+        return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "training": self.training.describe(),
+            "attack": self.attack.model_dump(mode="json"),
+            "scenario": self.scenario,
+            "round": self.round,
+        }
+
+    @property
+    def where(self) -> str:
+        return f"attack[{self.index}] ({self.label} on {self.training.label}, seed {self.training.seed}, round {self.round})"
+
+
+def expand_attacks(campaign: Campaign, cells: list[Cell]) -> list[AttackCell]:
+    """Every (attack table, training cell it targets, round), in file order."""
+    found = []
+    for index, table in enumerate(campaign.attack):
+        scenarios = dict(campaign.targets(index))
+        for cell in cells:
+            if cell.index not in scenarios:
+                continue
+            for round in table.rounds:
+                draft = AttackCell("", index, cell, table, scenarios[cell.index], round)
+                digest = hashlib.sha256(json.dumps(draft.describe(), sort_keys=True).encode()).hexdigest()
+                found.append(AttackCell(digest[:16], index, cell, table, scenarios[cell.index], round))
+    return found
+
+
 def expand(campaign: Campaign) -> list[Cell]:
     """Every (defense table, grid combination, seed) of the campaign, in file order, then grid
     order, then seed order."""
@@ -89,10 +146,12 @@ def expand(campaign: Campaign) -> list[Cell]:
     for index, table in enumerate(campaign.defense):
         for run in table.variants():
             params = run.params()
+            values = run.model_dump() | (run.model_extra or {})
+            setting = {"topology": run.topology, "agents": run.agents} | {key: values[key] for key in table.grid}
             for seed in campaign.campaign.seeds:
                 draft = Cell("", index, seed, campaign.data, run, params)
                 digest = hashlib.sha256(json.dumps(draft.describe(), sort_keys=True).encode()).hexdigest()
-                cells.append(Cell(digest[:16], index, seed, campaign.data, run, params))
+                cells.append(Cell(digest[:16], index, seed, campaign.data, run, params, table.name, setting))
     return cells
 
 
@@ -139,13 +198,16 @@ def build_defense(cell: Cell) -> Defense:
         raise ConfigError(f"defense[{cell.index}] ({cell.label}, seed {cell.seed}): {error}") from None
 
 
-def run_cell(cell: Cell, progress: bool = False) -> dict[str, Any]:
-    """Train the cell's defense and return its results row."""
-    defense = build_defense(cell)
+def run_cell(cell: Cell, progress: bool = False, taps: list[Tap] | None = None,
+             defense: Defense | None = None) -> tuple[dict[str, Any], RunOutput]:
+    """Train the cell's defense (built here unless given) with `taps` listening; return its
+    results row and the run's output (the taps' transcripts among it)."""
+    defense = defense or build_defense(cell)
     output = simulate(defense, cell.run.rounds, eval_every=cell.run.eval_every, progress=progress,
-                      label=f"{cell.label} seed {cell.seed}")
+                      label=f"{cell.label} seed {cell.seed}", taps=taps or [])
     final = output.history[-1]
     return {
+        "type": "training",
         "cell": cell.id,
         "group": cell.group,
         "defense": cell.run.kind,
@@ -158,6 +220,60 @@ def run_cell(cell: Cell, progress: bool = False) -> dict[str, Any]:
         "history": output.history,
         "messages": output.messages_sent,
         "wall_s": output.wall_s,
+        "version": __version__,
+    }, output
+
+
+def attack_batch_size(cell: AttackCell, defense: Defense) -> int:
+    """The number of images to reconstruct: the table's, else the defense's public batch size."""
+    size = cell.attack.batch_size or defense.public().get("batch_size")
+    if not isinstance(size, int):
+        raise ConfigError(f"{cell.where}: give batch_size: defense '{cell.training.run.kind}' has no "
+                          "public batch size")
+    return size
+
+
+def plan_attack(cell: AttackCell, defense: Defense) -> tuple[Tap, GroundTruth]:
+    """The taps of an attack cell, every problem a ConfigError naming the cell."""
+    run = cell.training.run
+    last = last_round_read(run.kind, cell.scenario, cell.round)
+    if last >= run.rounds:
+        raise ConfigError(f"{cell.where}: the '{cell.scenario}' extractor reads round {last}, but "
+                          f"'{run.name}' runs {run.rounds} rounds (0..{run.rounds - 1})")
+    attack_batch_size(cell, defense)
+    try:
+        return attack_taps(cell.attack, run.kind, cell.scenario, cell.round, defense.setup.topology)
+    except ValueError as error:
+        raise ConfigError(f"{cell.where}: {error}") from None
+
+
+def attack_row(cell: AttackCell, defense: Defense, transcript: Transcript, truth: Transcript,
+               store: ResultsStore) -> dict[str, Any]:
+    """Run one attack cell on the transcripts of its training run; its results row."""
+    found = invert(cell.id, cell.attack, cell.scenario, cell.round, defense.setup, transcript, truth,
+                   attack_batch_size(cell, defense), store)
+    run = cell.training.run
+    table = cell.training
+    return {
+        "type": "inversion",
+        "cell": cell.id,
+        "group": cell.group,
+        "training": table.id,
+        "label": cell.label,
+        "attack": cell.attack.kind,
+        "attack_title": INVERSIONS[cell.attack.kind].title,
+        "defense": run.kind,
+        "defense_label": run.name,
+        "defense_table": table.table_label,
+        "setting": table.setting,
+        "scenario": cell.scenario,
+        "scenario_needs": EXTRACTORS[run.kind, cell.scenario].needs,
+        "threat": cell.attack.threat,
+        "victim": cell.attack.victim,
+        "round": cell.round,
+        "seed": table.seed,
+        **found,
+        "config": cell.describe(),
         "version": __version__,
     }
 
@@ -175,6 +291,14 @@ def claims(campaign: Campaign) -> list[dict[str, Any]]:
     return rows
 
 
+def inversion_headline(row: dict[str, Any]) -> str:
+    """How an attack cell ended, in one line."""
+    if row["metrics"]["psnr"] is None:
+        return row["status"]
+    text = f"PSNR {row['metrics']['psnr']:.1f} dB (noise floor {row['baseline']['psnr']:.1f} dB)"
+    return text if row["status"] == "ok" else f"{text}, {row['status']}"
+
+
 def headline(metrics: dict[str, float]) -> str:
     """The one number that says how training went: accuracy, else estimation error, else loss."""
     if "avg_acc" in metrics:
@@ -188,23 +312,47 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
                  progress: bool = True, say: Callable[[str], None] = print) -> ResultsStore:
     """Run every unfinished cell of `campaign`, appending each row to `out/results.jsonl`.
 
-    All cells are set up once before the first runs, so a bad field in the last defense table
-    fails in seconds rather than after an hour; cells already in the results are skipped unless
-    `force`.
+    All cells are set up once before the first runs, so a bad field in the last table fails in
+    seconds rather than after an hour; cells already in the results are skipped unless `force`.
+    The attack cells of one training cell share its run: it is trained once with all their taps
+    listening (again, with the same seed and so the same messages, when only attacks are left).
     """
     store = ResultsStore(out)
     cells = expand(campaign)
+    attacks = expand_attacks(campaign, cells)
     finished = set() if force else store.done()
-    pending = [cell for cell in cells if cell.id not in finished]
-    for cell in pending:
-        build_defense(cell)
+    pending_attacks: dict[str, list[AttackCell]] = {}
+    for attack in attacks:
+        if attack.id not in finished:
+            pending_attacks.setdefault(attack.training.id, []).append(attack)
+    work = [cell for cell in cells if cell.id not in finished or cell.id in pending_attacks]
+    for cell in work:
+        defense = build_defense(cell)
+        for attack in pending_attacks.get(cell.id, []):
+            plan_attack(attack, defense)
     store.write_campaign(text)
-    if len(pending) < len(cells):
-        say(f"{len(cells) - len(pending)} of {len(cells)} cells already finished in {store.path}; skipping them")
-    for number, cell in enumerate(pending, 1):
+    total = len(cells) + len(attacks)
+    left = sum(cell.id not in finished for cell in cells) + sum(map(len, pending_attacks.values()))
+    if left < total:
+        say(f"{total - left} of {total} cells already finished in {store.path}; skipping them")
+    number = 0
+    for cell in work:
         start = time.perf_counter()
-        row = run_cell(cell, progress=progress)
-        store.append(row)
-        say(f"[{number}/{len(pending)}] {cell.label} seed {cell.seed}: {headline(row['metrics'])} "
-            f"({time.perf_counter() - start:.1f} s)")
+        defense = build_defense(cell)
+        planned = [(attack, *plan_attack(attack, defense)) for attack in pending_attacks.get(cell.id, [])]
+        row, output = run_cell(cell, progress=progress, defense=defense,
+                               taps=[tap for _, tap, truth in planned for tap in (tap, truth)])
+        if cell.id not in finished:
+            store.append(row)
+            number += 1
+            say(f"[{number}/{left}] {cell.label} seed {cell.seed}: {headline(row['metrics'])} "
+                f"({time.perf_counter() - start:.1f} s)")
+        transcripts = iter(output.transcripts)
+        for attack, _, _ in planned:
+            start = time.perf_counter()
+            attack_result = attack_row(attack, defense, next(transcripts), next(transcripts), store)
+            store.append(attack_result)
+            number += 1
+            say(f"[{number}/{left}] {attack.label} on {cell.label} seed {cell.seed} round {attack.round}: "
+                f"{inversion_headline(attack_result)} ({time.perf_counter() - start:.1f} s)")
     return store

@@ -1,8 +1,9 @@
 """Campaign files: TOML, validated with pydantic, every error reported on one line by field path.
 
-A campaign names the data, the seeds, and `[[defense]]` tables. A defense table holds the run's
-shape (topology, agents, mixing, model, rounds) and the defense's own hyperparameters, which its
-`Params` model validates, and may vary any of them over a `grid` (one run per combination):
+A campaign names the data, the seeds, `[[defense]]` tables and `[[attack]]` tables. A defense
+table holds the run's shape (topology, agents, mixing, model, rounds) and the defense's own
+hyperparameters, which its `Params` model validates, and may vary any of them over a `grid` (one
+run per combination):
 
     grid = { topology = ["ring", "complete"], agents = [10, 20] }
 
@@ -13,6 +14,7 @@ A typo in any field is caught before anything runs:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import tomllib
 from pathlib import Path
@@ -20,12 +22,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from attacks.extract import EXTRACTORS
+from attacks.inversion import INVERSIONS
 from defenses import DEFENSES
 from defenses.base import DefenseParams
 from privaudit.data import DATASETS, PARTITIONS
 from privaudit.errors import ConfigError
 from privaudit.models import MODELS
 from privaudit.synthetic import SYNTHETIC
+from privaudit.threats import THREATS
 from privaudit.topology import MIXING_RULES, TOPOLOGIES
 
 
@@ -146,11 +151,94 @@ class RunConfig(BaseModel):
         return DEFENSES[self.kind].Params.model_validate(self.model_extra or {})
 
 
+class AttackConfig(BaseModel):
+    """One `[[attack]]` table: a gradient inversion on a victim's messages at chosen rounds.
+
+    It attacks every run of the defense tables it names (`defense`, by label; all tables with
+    the scenario when omitted), at every seed: one cell per (run, seed, round), all cells of one
+    (run, seed) sharing one training run. Every key not listed here is a parameter of the
+    attack (`attacks.inversion.INVERSIONS[kind]`'s fields).
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    kind: str
+    label: str | None = None
+    defense: list[str] | None = None
+    scenario: str | None = Field(None, description="extraction scenario (default: the defense's first)")
+    threat: str = "global_listener"
+    observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
+    links: list[tuple[int, int]] | None = Field(None, description="eavesdropper: links heard")
+    victim: int = Field(0, ge=0)
+    rounds: list[int] = Field(min_length=1)
+    batch_size: int | None = Field(None, ge=1, description="images to reconstruct (default: the "
+                                   "defense's public batch_size)")
+    trace_every: int = Field(0, ge=0, description="record the reconstruction's MSE every k attack "
+                             "evaluations (0: off); scoring only, the attack never sees it")
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str) -> str:
+        return _choice(value, list(INVERSIONS), "attack")
+
+    @field_validator("threat")
+    @classmethod
+    def _threat(cls, value: str) -> str:
+        return _choice(value, THREATS, "threat model")
+
+    @field_validator("rounds")
+    @classmethod
+    def _rounds(cls, value: list[int]) -> list[int]:
+        if any(r < 0 for r in value) or len(set(value)) != len(value):
+            raise ValueError(f"rounds must be distinct and >= 0, got {value}")
+        return value
+
+    @property
+    def name(self) -> str:
+        return self.label or self.kind
+
+    def attack(self) -> Any:
+        """The attack object, its parameters checked against its fields."""
+        cls = INVERSIONS[self.kind]
+        params = dict(self.model_extra or {})
+        allowed = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(params) - set(allowed))
+        if unknown:
+            raise ValueError(f"unknown parameter '{unknown[0]}' for attack '{self.kind}' "
+                             f"(allowed: {', '.join(allowed)})")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in params.items()})
+
+
 class Campaign(BaseModel):
     model_config = ConfigDict(extra="forbid")
     campaign: CampaignInfo = Field(default_factory=CampaignInfo)
     data: DataConfig = Field(default_factory=DataConfig)
     defense: list[RunConfig] = Field(min_length=1)
+    attack: list[AttackConfig] = Field(default_factory=list)
+
+    def targets(self, index: int) -> list[tuple[int, str]]:
+        """The defense tables attack `index` applies to, with the scenario on each."""
+        table = self.attack[index]
+        chosen = [
+            (k, d) for k, d in enumerate(self.defense)
+            if table.defense is None or d.name in table.defense
+        ]
+        if table.defense is not None:
+            missing = sorted(set(table.defense) - {d.name for _, d in chosen})
+            if missing:
+                labels = ", ".join(d.name for d in self.defense)
+                raise ValueError(f"no defense table labelled '{missing[0]}' (labels: {labels})")
+        found = []
+        for k, d in chosen:
+            known = [s for kind, s in EXTRACTORS if kind == d.kind]
+            scenario = table.scenario or (known[0] if known else None)
+            if scenario in known:
+                found.append((k, scenario))
+            elif table.defense is not None:
+                raise ValueError(f"defense '{d.name}' ({d.kind}) has no scenario '{table.scenario}' "
+                                 f"(known: {', '.join(known) or 'none'})")
+        if not found:
+            raise ValueError(f"no defense table has the scenario '{table.scenario}'")
+        return found
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -195,6 +283,16 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign") -> Campaign:
             where = error.errors()[0]["loc"][:1]
             prefix = ("defense", index, "grid") if where and where[0] in table.grid else ("defense", index)
             raise ConfigError(f"{source}: {_one_line(error, prefix, allowed)}") from None
+    for index, table in enumerate(campaign.attack):
+        try:
+            table.attack()
+            campaign.targets(index)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"{source}: attack[{index}]: {error}") from None
+        if table.threat != "curious_neighbour" and table.observer is not None:
+            raise ConfigError(f"{source}: attack[{index}].observer: only the curious_neighbour threat has one")
+        if table.threat != "eavesdropper" and table.links is not None:
+            raise ConfigError(f"{source}: attack[{index}].links: only the eavesdropper threat has links")
     return campaign
 
 

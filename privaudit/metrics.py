@@ -8,7 +8,9 @@ clipped; clipping can only move a pixel closer to an original that lies in [0, 1
 
 A reconstructed batch comes in no particular order, so reconstructions are first paired with
 originals by the Hungarian assignment (`scipy.optimize.linear_sum_assignment`) that minimises the
-total pairwise MSE, and every score, labels included, is computed on those pairs.
+total pairwise MSE, and every score, labels included, is computed on those pairs. The two batches
+may differ in size (an attacker guesses B, while a Poisson-sampled batch has a random size): then
+min(B_rec, B_orig) pairs are formed and scored, and the originals left unpaired are reported.
 
 Scores:
 
@@ -59,8 +61,9 @@ _LPIPS_SLICES = (
 
 @dataclass(frozen=True)
 class Scores:
-    """Reconstruction scores: batch means, per-image values (in the order of the originals) and
-    the assignment `pairs[i]` = index of the reconstruction paired with original i."""
+    """Reconstruction scores: batch means over the pairs, per-image values (in the order of the
+    paired originals) and the assignment `pairs[i]` = index of the reconstruction paired with
+    original i (−1 when original i was left unpaired: fewer reconstructions than originals)."""
 
     mse: float
     psnr: float
@@ -91,22 +94,13 @@ def score_reconstruction(
     labels: Tensor | None = None,
     true_labels: Tensor | None = None,
 ) -> Scores:
-    """Score `reconstruction` [B, C, H, W] against `original` [B, C, H, W], both in the model's
+    """Score `reconstruction` [B', C, H, W] against `original` [B, C, H, W], both in the model's
     (normalised) input space; label accuracy when both `labels` and `true_labels` are given."""
-    if reconstruction.shape != original.shape or reconstruction.dim() != 4:
-        raise ValueError(
-            f"reconstruction {tuple(reconstruction.shape)} and original {tuple(original.shape)} "
-            "must both be [B, C, H, W]"
-        )
     if min(original.shape[-2:]) < 3:
         raise ValueError(f"images of {tuple(original.shape[-2:])} pixels are too small for SSIM")
-    rec = normalisation.denormalise(reconstruction.detach().double().cpu()).clamp(0.0, 1.0)
-    orig = normalisation.denormalise(original.detach().double().cpu())
-
-    pairwise = (orig[:, None] - rec[None]).square().flatten(2).mean(-1)
-    rows, cols = linear_sum_assignment(pairwise.numpy())
-    pairs = cols[np.argsort(rows)]
+    rec, orig, originals, pairs = _paired(reconstruction, original, normalisation)
     rec = rec[torch.as_tensor(pairs)]
+    orig = orig[torch.as_tensor(originals)]
 
     mse = [float(v) for v in (rec - orig).square().flatten(1).mean(-1)]
     psnr = [10.0 * math.log10(1.0 / v) if v > 0 else math.inf for v in mse]
@@ -119,8 +113,11 @@ def score_reconstruction(
     label_acc = None
     if labels is not None and true_labels is not None:
         matched = labels.detach().cpu()[torch.as_tensor(pairs)]
-        label_acc = float((matched == true_labels.detach().cpu()).double().mean())
+        label_acc = float((matched == true_labels.detach().cpu()[torch.as_tensor(originals)]).double().mean())
 
+    assignment = [-1] * original.shape[0]
+    for o, r in zip(originals, pairs):
+        assignment[int(o)] = int(r)
     return Scores(
         mse=float(np.mean(mse)),
         psnr=float(np.mean(psnr)),
@@ -129,8 +126,33 @@ def score_reconstruction(
         lpips_status=lpips_status,
         label_acc=label_acc,
         per_image=per_image,
-        pairs=tuple(int(p) for p in pairs),
+        pairs=tuple(assignment),
     )
+
+
+def pixel_errors(reconstruction: Tensor, original: Tensor, normalisation: Normalisation) -> tuple[float, float]:
+    """(MSE, PSNR) of the Hungarian-paired batches, as in `score_reconstruction` but without SSIM
+    and LPIPS: cheap enough to follow an attack iterate by iterate (a trace)."""
+    rec, orig, originals, pairs = _paired(reconstruction, original, normalisation)
+    mse = (rec[torch.as_tensor(pairs)] - orig[torch.as_tensor(originals)]).square().flatten(1).mean(-1)
+    psnr = [10.0 * math.log10(1.0 / float(v)) if v > 0 else math.inf for v in mse]
+    return float(mse.mean()), float(np.mean(psnr))
+
+
+def _paired(reconstruction: Tensor, original: Tensor, normalisation: Normalisation):
+    """Both batches as [0, 1] pixels (the reconstruction clipped) and the Hungarian pairs:
+    original `originals[k]` with reconstruction `pairs[k]`, originals in increasing order."""
+    if reconstruction.dim() != 4 or original.dim() != 4 or reconstruction.shape[1:] != original.shape[1:]:
+        raise ValueError(
+            f"reconstruction {tuple(reconstruction.shape)} and original {tuple(original.shape)} "
+            "must both be [B, C, H, W] with the same image shape"
+        )
+    rec = normalisation.denormalise(reconstruction.detach().double().cpu()).clamp(0.0, 1.0)
+    orig = normalisation.denormalise(original.detach().double().cpu())
+    pairwise = (orig[:, None] - rec[None]).square().flatten(2).mean(-1)
+    rows, cols = linear_sum_assignment(pairwise.numpy())
+    order = np.argsort(rows)
+    return rec, orig, rows[order], cols[order]
 
 
 def _ssim(a: np.ndarray, b: np.ndarray) -> float:

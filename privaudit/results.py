@@ -3,17 +3,22 @@
 A cell's line is written with one `write` and flushed to disk before the next cell starts, so an
 interrupted campaign loses at most the cell that was running; a torn last line (a crash in the
 middle of a write) is ignored on reading. A re-run skips the cells already present; a forced
-re-run appends new lines and the newest line of a cell wins.
+re-run appends new lines and the newest line of a cell wins. A cell's files (reconstructions)
+live in `artifacts/<cell>/`, each written atomically before the row that names it.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+import torch
+
 RESULTS_FILE = "results.jsonl"
+ARTIFACTS_DIR = "artifacts"
 CAMPAIGN_FILE = "campaign.toml"
 
 
@@ -57,6 +62,23 @@ class ResultsStore:
         with open(self.path, "rb") as handle:
             handle.seek(-1, os.SEEK_END)
             return handle.read(1) != b"\n"
+
+    def write_artifact(self, cell: str, name: str, data: bytes) -> str:
+        """Write `artifacts/<cell>/<name>` atomically (a temporary file, then a rename) and return
+        its path relative to the results directory, as rows record it."""
+        relative = Path(ARTIFACTS_DIR) / cell / name
+        target = self.directory / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+        return relative.as_posix()
+
+    def write_tensors(self, cell: str, name: str, tensors: dict[str, Any]) -> str:
+        """`torch.save` of `tensors` as an artifact of `cell` (see `write_artifact`)."""
+        buffer = io.BytesIO()
+        torch.save(tensors, buffer)
+        return self.write_artifact(cell, name, buffer.getvalue())
 
     def write_campaign(self, text: str) -> None:
         """Keep the campaign beside its results, so the report can be re-rendered from here."""

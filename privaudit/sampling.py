@@ -72,12 +72,15 @@ class LocalData:
         mask = torch.arange(width)[None, :] < self.sizes.clamp(max=batch_size)[:, None]
         return self.x[rows], self.y[rows], rows, mask.to(self.x.dtype)
 
-    def poisson_batches(self, rates: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+    def poisson_batches(
+        self, rates: Tensor, generator: torch.Generator
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Poisson sampling: each sample of agent i is in its batch independently with
         probability `rates[i]` — the sampling that the subsampled-Gaussian accountant assumes.
 
         Batches have random sizes, so they are padded to the largest one; the returned mask
-        [N, K] is 1.0 on real samples and 0.0 on padding. Returns x [N, K, ...], y [N, K], mask.
+        [N, K] is 1.0 on real samples and 0.0 on padding. Returns x [N, K, ...], y [N, K], the
+        mask and the dataset rows [N, K] (padding rows are meaningless).
         """
         draws = torch.rand(self.index.shape, generator=generator)
         chosen = (draws < rates[:, None]) & self.valid
@@ -85,4 +88,4 @@ class LocalData:
         order = torch.argsort((~chosen).to(torch.int8), dim=1, stable=True)[:, :width]
         mask = chosen.gather(1, order)
         rows = self.index.gather(1, order)
-        return self.x[rows], self.y[rows], mask.to(self.x.dtype)
+        return self.x[rows], self.y[rows], mask.to(self.x.dtype), rows

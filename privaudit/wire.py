@@ -98,6 +98,11 @@ class Tap(ABC):
     def check(self, topology: Topology) -> None:
         """Raise ValueError if the tap names agents or links the topology does not have."""
 
+    def wants_disclosure(self, round: int, agent: int, name: str) -> bool:
+        """Whether this tap records `agent`'s private value `name` at `round`: a tap observing
+        as that agent knows all of its own values."""
+        return self.observer == agent and self.wants_round(round)
+
     def transcript(self, public: PublicKnowledge) -> Transcript:
         return Transcript(
             threat_model=self.threat_model,
@@ -158,6 +163,29 @@ class CuriousNeighbour(Tap):
         if sender == self.observer or receiver == self.observer:
             return True
         return receiver is None and topology.graph.has_edge(sender, self.observer)
+
+
+class GroundTruth(Tap):
+    """The victim's own private values (by default its batch rows) at chosen rounds, kept to
+    score an attack afterwards. Not a threat model: it hears no message, and its disclosures
+    are never handed to an attack (only `privaudit.metrics` meets them)."""
+
+    threat_model = "ground_truth"
+
+    def __init__(self, agent: int, rounds=None, names: Iterable[str] = ("batch",)):
+        super().__init__(rounds, kinds=())
+        self.observer = agent
+        self.names = frozenset(names)
+
+    def check(self, topology: Topology) -> None:
+        if not 0 <= self.observer < topology.n:
+            raise ValueError(f"victim {self.observer} is not an agent (0..{topology.n - 1})")
+
+    def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
+        return False
+
+    def wants_disclosure(self, round: int, agent: int, name: str) -> bool:
+        return name in self.names and super().wants_disclosure(round, agent, name)
 
 
 @dataclass
@@ -243,7 +271,7 @@ class Wire:
     def disclose(self, round: int, agent: int, name: str, value: Tensor) -> None:
         """Make a private value of `agent` known to the taps that observe as that agent."""
         for tap in self.taps:
-            if tap.observer == agent and tap.wants_round(round):
+            if tap.wants_disclosure(round, agent, name):
                 tap.disclosures.append(Disclosure(round, agent, name, value.detach().to("cpu", copy=True)))
 
     def _offer(self, kind: Kind, round: int, sender: int, receiver: int | None, payload: Tensor, copies: int) -> None:

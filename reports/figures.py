@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import io
+import math
+import statistics
 from typing import Any
 
 import matplotlib
@@ -46,4 +48,32 @@ def training_curves(runs: dict[str, list[dict[str, Any]]], metric: str) -> str:
         axis.set_ylim(0, 1)
     axis.grid(alpha=0.3)
     axis.legend(title="solid: average model; dashed: mean over agents", fontsize=8, title_fontsize=8)
+    return to_data_uri(figure)
+
+
+def inversion_traces(curves: dict[str, list[dict[str, Any]]], attack: str) -> str:
+    """The reconstruction's MSE against the attack's iterations, as Wang & Başar compare D-PSGD
+    with their quantized algorithm (seed 004, Fig. 5): one colour per curve (a defense run and
+    attacked round), one thin line per seed, the median noise floor of the same attempts (an
+    unrelated image's MSE) dotted in the same colour, log scale."""
+    figure, axis = plt.subplots(figsize=(7, 3.6))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    if len(curves) > len(palette):
+        palette = [plt.get_cmap("tab20")(k % 20) for k in range(len(curves))]
+    for colour, (label, rows) in zip(palette, curves.items()):
+        for k, row in enumerate(rows):
+            points = [(p["iteration"], p["mse"]) for p in row["trace"]
+                      if p.get("mse") is not None and math.isfinite(p["mse"]) and p["mse"] > 0]
+            if points:
+                axis.plot(*zip(*points), color=colour, linewidth=0.9, alpha=0.75, label=label if k == 0 else None)
+        floors = [row["baseline"]["mse"] for row in rows if (row.get("baseline") or {}).get("mse")]
+        if floors:
+            axis.axhline(statistics.median(floors), color=colour, linestyle=":", linewidth=1)
+    axis.set_xlabel("attack iteration")
+    axis.set_ylabel("MSE to the original")
+    axis.set_yscale("log")
+    axis.set_title(f"MSE of the reconstruction over attack iterations: {attack}", fontsize=10)
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(title="one line per seed; dotted: noise floor", fontsize=7, title_fontsize=7,
+                loc="center left", bbox_to_anchor=(1.01, 0.5))
     return to_data_uri(figure)

@@ -59,7 +59,7 @@ def _reference_round(defense: DPDL, x, v, private, wire_cross):
     neighbourhood = [setup.topology.neighbours(i) + [i] for i in range(n)]
 
     def clipped_sum(owner, point):
-        rows = private[owner]["batch_rows"]
+        rows = private[owner]["batch"]
         return sum(_clipped_grad(setup.model, x[point], data_x[r], data_y[r], p.clip) for r in rows.tolist())
 
     def noise(owner, name):

@@ -97,7 +97,7 @@ def test_cross_gradient_is_the_victims_batch_gradient_at_the_receivers_model(dpd
     defense, taps = dpdl
     t, receiver, batch = 1, 3, defense.params.batch_size
     own = disclosed(taps["victim"])
-    rows = own[t, "batch_rows"]
+    rows = own[t, "batch"]
     noise = own[t, f"noise_to_{receiver}"] if defense.params.noise else 0.0
     for name in ("global", "one_link", "neighbour"):
         target = dpdl_cross_gradient(taps[name], VICTIM, t, receiver=receiver)

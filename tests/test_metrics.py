@@ -175,6 +175,28 @@ def test_lpips_rejects_a_file_that_is_not_the_published_one(tmp_path, monkeypatc
     assert "not the published AlexNet weights" in scores.lpips_status
 
 
-def test_mismatched_shapes_are_rejected():
+def test_mismatched_image_shapes_are_rejected():
     with pytest.raises(ValueError, match="must both be"):
-        score_reconstruction(_images(batch=2), _images(batch=3), HALF)
+        score_reconstruction(_images(batch=2, side=16), _images(batch=2, side=32), HALF)
+
+
+def test_batches_of_different_sizes_score_the_pairs_they_form():
+    """Two reconstructions against three originals: each pairs with its copy, the third original
+    stays unpaired (−1) and the means are over the two pairs."""
+    original = _images(batch=3)
+    reconstruction = torch.stack([original[2], original[0] + 0.1])
+    scores = score_reconstruction(reconstruction, original, IDENTITY, labels=torch.tensor([5, 1]),
+                                  true_labels=torch.tensor([1, 0, 5]))
+    assert scores.pairs == (1, -1, 0)
+    assert len(scores.per_image["mse"]) == 2
+    assert scores.label_acc == 1.0
+    assert scores.mse == pytest.approx(float((original[0].clamp(max=0.9) + 0.1 - original[0]).square().mean()) / 2,
+                                       rel=1e-4)
+
+
+def test_pixel_errors_agree_with_the_full_scores():
+    original = _images(batch=2)
+    reconstruction = (original.flip(0) + 0.05).clamp(0, 1)
+    mse, psnr = metrics.pixel_errors(reconstruction, original, IDENTITY)
+    scores = score_reconstruction(reconstruction, original, IDENTITY)
+    assert mse == pytest.approx(scores.mse) and psnr == pytest.approx(scores.psnr)

@@ -1,0 +1,188 @@
+"""Inversion findings: from what a threat model heard during a training run to a scored
+reconstruction, written as one results row with its images.
+
+The order is the design's one-way flow: the threat model's transcript goes to the extractor
+(`attacks.extract`), the target it yields goes to the attack (`attacks.inversion`), and only
+then does the ground truth — the victim's batch rows, recorded by a `GroundTruth` tap that no
+attack ever sees — meet the reconstruction in `privaudit.metrics`. Anything that goes wrong
+on the attacker's side (a message the tap did not hear, a target the attack cannot use, a
+diverging optimisation) becomes a failed finding with its reason, never an exception that
+would stop the campaign.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attacks.extract import EXTRACTORS, Target
+from attacks.inversion import Reconstruction
+from defenses.base import Setup
+from privaudit.config import AttackConfig
+from privaudit.data import Normalisation
+from privaudit.metrics import pixel_errors, score_reconstruction
+from privaudit.results import ResultsStore
+from privaudit.threats import build_tap
+from privaudit.topology import Topology
+from privaudit.wire import GroundTruth, Tap, Transcript
+
+BASELINE_DRAWS = 8
+"""Unrelated batches scored against the originals to place the noise floor."""
+
+
+def attack_taps(attack: AttackConfig, defense: str, scenario: str, round: int,
+                topology: Topology) -> tuple[Tap, GroundTruth]:
+    """The threat model's tap, limited to the rounds and kinds the extractor reads, checked to
+    hear what it needs (ValueError naming what is missing), and the ground-truth tap of the
+    victim's batch at `round`."""
+    extractor = EXTRACTORS[defense, scenario]
+    rounds = [t for t in extractor.rounds(round) if t >= 0]
+    tap = build_tap(attack.threat, attack.victim, topology, rounds=rounds, kinds=extractor.kinds,
+                    observer=attack.observer, links=attack.links)
+    extractor.check(tap, attack.victim, topology, round)
+    truth = GroundTruth(attack.victim, rounds=[round])
+    truth.check(topology)
+    return tap, truth
+
+
+def last_round_read(defense: str, scenario: str, round: int) -> int:
+    """The last round whose messages the extractor reads for an attack at `round`."""
+    return max(EXTRACTORS[defense, scenario].rounds(round))
+
+
+def _batch_rows(truth: Transcript, victim: int, round: int) -> Tensor:
+    found = [d.value for d in truth.disclosures if d.name == "batch" and d.round == round and d.agent == victim]
+    if len(found) != 1:
+        raise RuntimeError(f"the defense disclosed no batch of agent {victim} at round {round}")
+    return found[0].reshape(-1).long()
+
+
+def _tracer(trace: list[dict[str, float]], every: int, original: Tensor,
+            normalisation: Normalisation) -> Callable[[int, Tensor, Tensor], bool] | None:
+    """An observer recording the MSE and PSNR of the best restart's iterate every `every`
+    evaluations: measurement only, it never stops the attack."""
+    if every <= 0:
+        return None
+
+    def observe(evaluations: int, images: Tensor, objective: Tensor) -> bool:
+        if evaluations % every == 0 and torch.isfinite(objective).any():
+            best = int(torch.nan_to_num(objective.double(), nan=math.inf).argmin())
+            mse, psnr = pixel_errors(images[best].float(), original, normalisation)
+            trace.append({"iteration": evaluations, "mse": mse, "psnr": psnr})
+        return False
+
+    return observe
+
+
+def _baseline(setup: Setup, rows: Tensor, seed: int) -> dict[str, float]:
+    """The noise floor: batches of unrelated training images (not in the victim's batch) scored
+    against the originals as if they were reconstructions, averaged over `BASELINE_DRAWS` draws."""
+    data = setup.data
+    generator = torch.Generator().manual_seed(seed)
+    pool = torch.from_numpy(np.setdiff1d(np.arange(len(data.y_train)), rows.numpy()))
+    original = data.x_train[rows]
+    draws = []
+    for _ in range(BASELINE_DRAWS):
+        picks = pool[torch.randperm(len(pool), generator=generator)[: len(rows)]]
+        draws.append(score_reconstruction(data.x_train[picks], original, data.normalisation))
+    return {key: float(np.mean([getattr(d, key) for d in draws])) for key in ("mse", "psnr", "ssim")}
+
+
+def _strip(pixels: Tensor) -> np.ndarray:
+    """A batch of [0, 1] images [B, C, H, W] side by side with a 1-pixel white gap, as an
+    [H, W', 3] (colour) or [H, W'] (grey) array."""
+    gap = torch.ones(pixels.shape[1], pixels.shape[2], 1, dtype=pixels.dtype)
+    parts = []
+    for k, image in enumerate(pixels):
+        parts += [gap] if k else []
+        parts.append(image)
+    strip = torch.cat(parts, dim=2).clamp(0, 1)
+    return strip[0].numpy() if strip.shape[0] == 1 else strip.permute(1, 2, 0).numpy()
+
+
+def _png(array: np.ndarray) -> bytes:
+    import io
+
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    plt.imsave(buffer, array, format="png", cmap="gray" if array.ndim == 2 else None, vmin=0.0, vmax=1.0)
+    return buffer.getvalue()
+
+
+def _save_images(store: ResultsStore, cell: str, original: Tensor, reconstruction: Tensor | None,
+                 pairs: tuple[int, ...] | None, normalisation: Normalisation) -> dict[str, str]:
+    """The originals and the reconstructions (reordered to face their paired originals) as PNG
+    strips, and both as [0, 1] tensors; paths relative to the results directory."""
+    pixels = normalisation.denormalise(original.double()).clamp(0, 1).float()
+    saved = {"original": store.write_artifact(cell, "original.png", _png(_strip(pixels)))}
+    tensors: dict[str, Any] = {"original": pixels, "reconstruction": None, "pairs": pairs}
+    if reconstruction is not None:
+        rec = normalisation.denormalise(reconstruction.double()).clamp(0, 1).float()
+        order = [p for p in pairs if p >= 0] + [k for k in range(len(rec)) if k not in pairs]
+        rec = rec[torch.as_tensor(order)]
+        saved["reconstruction"] = store.write_artifact(cell, "reconstruction.png", _png(_strip(rec)))
+        tensors["reconstruction"] = rec
+    saved["tensors"] = store.write_tensors(cell, "images.pt", tensors)
+    return saved
+
+
+def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup: Setup,
+           transcript: Transcript, truth: Transcript, batch_size: int, store: ResultsStore) -> dict[str, Any]:
+    """Run one inversion finding and return its row fields (status, metrics, baseline, trace,
+    artifacts); the caller adds the cell's identity."""
+    started = time.perf_counter()
+    data = setup.data
+    rows = _batch_rows(truth, attack.victim, round)
+    original, true_labels = data.x_train[rows], data.y_train[rows]
+    trace: list[dict[str, float]] = []
+    fields: dict[str, Any] = {"batch_size": batch_size, "truth_size": len(rows), "trace": trace,
+                              "baseline": _baseline(setup, rows, setup.seed)}
+    try:
+        target: Target = EXTRACTORS[transcript.public.defense, scenario].extract(transcript, attack.victim, round)
+    except (KeyError, ValueError) as error:
+        reason = error.args[0] if error.args else str(error)
+        return fields | _failed(f"failed: extraction: {reason}", "not run", 0, time.perf_counter() - started,
+                                store, cell_id, original, data.normalisation)
+    fields["target_kind"] = target.kind
+    result: Reconstruction = attack.attack().run(
+        target, setup.model, input_shape=data.shape, num_classes=data.num_classes, batch_size=batch_size,
+        normalisation=data.normalisation, seed=setup.seed,
+        observer=_tracer(trace, attack.trace_every, original, data.normalisation),
+    )
+    if result.images is None:
+        return fields | _failed(result.status, result.stopped_by, result.iterations, result.wall_s, store,
+                                cell_id, original, data.normalisation)
+    scores = score_reconstruction(result.images.float(), original, data.normalisation, labels=result.labels,
+                                  true_labels=true_labels)
+    summary = scores.summary()
+    return fields | {
+        "status": result.status,
+        "stopped_by": result.stopped_by,
+        "iterations": result.iterations,
+        "wall_s": result.wall_s,
+        "label_source": result.label_source,
+        "metrics": {key: summary[key] for key in ("mse", "psnr", "ssim", "lpips", "label_acc")},
+        "lpips_status": summary["lpips_status"],
+        "artifacts": _save_images(store, cell_id, original, result.images.float(), scores.pairs,
+                                  data.normalisation),
+    }
+
+
+def _failed(status: str, stopped_by: str, iterations: int, wall_s: float, store: ResultsStore, cell_id: str,
+            original: Tensor, normalisation: Normalisation) -> dict[str, Any]:
+    return {
+        "status": status,
+        "stopped_by": stopped_by,
+        "iterations": iterations,
+        "wall_s": wall_s,
+        "metrics": {key: None for key in ("mse", "psnr", "ssim", "lpips", "label_acc")},
+        "lpips_status": "not scored: no reconstruction",
+        "artifacts": _save_images(store, cell_id, original, None, None, normalisation),
+    }

@@ -1,0 +1,43 @@
+"""Threat models by name: the tap an `[[attack]]` table's `threat` stands for.
+
+* `global_listener` hears every message on every link.
+* `eavesdropper` hears chosen undirected links (default: every link of the victim, the strongest
+  eavesdropper that still hears no other agent's private exchanges).
+* `curious_neighbour` is one agent, honest but curious (default: the victim's lowest-numbered
+  neighbour); it hears what reaches it and knows its own private values.
+
+Taps record only the rounds and message kinds an extractor reads, so a 1000-round run keeps a
+handful of messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from privaudit.topology import Topology
+from privaudit.wire import CuriousNeighbour, Eavesdropper, GlobalListener, Kind, Tap
+
+THREATS = ("global_listener", "eavesdropper", "curious_neighbour")
+
+
+def build_tap(threat: str, victim: int, topology: Topology, *, rounds: Iterable[int] | None = None,
+              kinds: Iterable[Kind] | None = None, observer: int | None = None,
+              links: Iterable[tuple[int, int]] | None = None) -> Tap:
+    """The tap of `threat` against `victim`; ValueError (one line) for agents or links the
+    topology does not have."""
+    if not 0 <= victim < topology.n:
+        raise ValueError(f"victim {victim} is not an agent (0..{topology.n - 1})")
+    if threat == "global_listener":
+        tap: Tap = GlobalListener(rounds, kinds)
+    elif threat == "eavesdropper":
+        heard = list(links) if links is not None else [(victim, j) for j in topology.neighbours(victim)]
+        tap = Eavesdropper(heard, rounds, kinds)
+    elif threat == "curious_neighbour":
+        agent = observer if observer is not None else min(topology.neighbours(victim))
+        if agent == victim:
+            raise ValueError(f"the curious neighbour must be another agent than the victim {victim}")
+        tap = CuriousNeighbour(agent, rounds, kinds)
+    else:
+        raise ValueError(f"unknown threat model '{threat}' (choose from {', '.join(THREATS)})")
+    tap.check(topology)
+    return tap
