@@ -1,0 +1,285 @@
+"""The report's "Reconstruction attacks" section, from inversion rows alone: laid out like DPDL's
+Tables III/IV (seed 001) — per round, metric blocks × attacks × the runs' grid settings — with the
+noise floor beside every score, failed attempts apart, image grids and MSE-over-iterations traces.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from pathlib import Path
+from statistics import mean, median, pstdev
+from typing import Any
+
+from reports.figures import inversion_traces
+
+
+def row_type(row: dict[str, Any]) -> str:
+    """A row's type; rows from before rows carried one are training rows."""
+    return row.get("type", "training")
+
+
+# The scores DPDL's Tables III/IV report (and LPIPS, shown only when some value exists): key,
+# heading, format. Lower MSE / LPIPS and higher PSNR / SSIM: closer to the original.
+INVERSION_METRICS = (("mse", "MSE", ".3g"), ("psnr", "PSNR (dB)", ".2f"), ("ssim", "SSIM", ".3f"),
+                     ("lpips", "LPIPS", ".3f"))
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def failed(row: dict[str, Any]) -> bool:
+    """Whether an attack attempt failed (its status says why)."""
+    return str(row.get("status", "")).startswith("failed")
+
+
+def setting_text(setting: dict[str, Any]) -> str:
+    """A run's grid values, compactly: the topology by name, the number of agents as N, every
+    other field as name=value ("ring, N=10, lr=0.1"); "default" for a run without a grid."""
+    parts = []
+    for key, value in setting.items():
+        if key == "topology":
+            parts.append(str(value))
+        elif key == "agents":
+            parts.append(f"N={value}")
+        else:
+            parts.append(f"{key}={value}")
+    return ", ".join(parts) or "default"
+
+
+def _setting_key(row: dict[str, Any]) -> str:
+    return json.dumps(row.get("setting") or {}, sort_keys=True)
+
+
+def _value(row: dict[str, Any], metric: str, source: str = "metrics") -> float | None:
+    """A score of a row, None when absent or NaN (the attack produced nothing to score)."""
+    value = (row.get(source) or {}).get(metric)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return float(value)
+
+
+def _mean_std(values: list[float], digits: str) -> str:
+    """Mean ± population std over seeds; one seed gives its value alone, an infinite PSNR (a
+    reconstruction equal to its original) makes the mean infinite."""
+    if not values:
+        return "—"
+    if any(math.isinf(v) for v in values):
+        return "∞"
+    if len(values) == 1:
+        return f"{values[0]:{digits}} (1 seed)"
+    return f"{mean(values):{digits}} ± {pstdev(values):{digits}}"
+
+
+def _distinct(rows: list[dict[str, Any]], field: str) -> str:
+    """The distinct values of `field` over `rows`, in order of first appearance."""
+    return ", ".join(dict.fromkeys(str(row.get(field, "?")) for row in rows))
+
+
+def _db(value: float) -> str:
+    return "∞ dB" if math.isinf(value) else f"{value:.1f} dB"
+
+
+def _attack_names(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Each inversion cell's row name "defense table · attack label".
+
+    Two configurations sharing both labels (a campaign edited between runs into the same
+    results directory) would pool their seeds; they are told apart by their configuration id,
+    the way `runs_of` does for training runs."""
+    base = {row["cell"]: f"{row.get('defense_table', '?')} · {row.get('label', '?')}" for row in rows}
+    seen: dict[tuple[str, str, Any, Any], set[str]] = {}
+    for row in rows:
+        seen.setdefault((base[row["cell"]], _setting_key(row), row.get("round"), row.get("seed")),
+                        set()).add(row.get("group", row["cell"]))
+    clashing = {key[0] for key, groups in seen.items() if len(groups) > 1}
+    return {row["cell"]: (f"{base[row['cell']]} [{str(row.get('group', row['cell']))[:6]}]"
+                          if base[row["cell"]] in clashing else base[row["cell"]]) for row in rows}
+
+
+def _artifact(results_dir: Path, relative: str | None, what: str) -> dict[str, str]:
+    """An artifact PNG as a data URI, or a note saying why it cannot be shown. Only PNG files
+    inside the results directory are read: a row cannot pull any other file into the page."""
+    if not relative:
+        return {"note": f"no {what} stored"}
+    root = results_dir.resolve()
+    path = (results_dir / relative).resolve()
+    if not path.is_relative_to(root):
+        return {"note": f"image missing: {relative} (outside the results directory)"}
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return {"note": f"image missing: {relative}"}
+    if not data.startswith(_PNG_SIGNATURE):
+        return {"note": f"image unreadable: {relative} (not a PNG file)"}
+    return {"uri": "data:image/png;base64," + base64.b64encode(data).decode("ascii")}
+
+
+class _Inversions:
+    """The inversion rows of a results directory, grouped by (attack name, setting, round)."""
+
+    def __init__(self, rows: list[dict[str, Any]], results_dir: Path) -> None:
+        self.rows = rows
+        self.results_dir = results_dir
+        self.name = _attack_names(rows)
+        self.settings: dict[str, dict[str, Any]] = {}
+        self.cells: dict[tuple[str, str, Any], list[dict[str, Any]]] = {}
+        names: dict[str, None] = {}
+        for row in rows:
+            key = _setting_key(row)
+            self.settings.setdefault(key, row.get("setting") or {})
+            names.setdefault(self.name[row["cell"]])
+            self.cells.setdefault((self.name[row["cell"]], key, row.get("round")), []).append(row)
+        self.names = list(names)
+        self.rounds = sorted({row.get("round") for row in rows}, key=lambda r: (r is None, r))
+
+    def ok(self, cell: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [row for row in cell if not failed(row)]
+
+    def scores(self, cell: list[dict[str, Any]], metric: str, source: str = "metrics") -> list[float]:
+        """The scores (or noise floors) of a cell's attempts that did not fail."""
+        return [v for v in (_value(row, metric, source) for row in self.ok(cell)) if v is not None]
+
+    def lead(self) -> list[str]:
+        """Per attack name, the (setting, round) where the attack did best — highest median PSNR
+        over seeds — against the median noise floor of the same attempts."""
+        lines = []
+        for name in self.names:
+            attempts = [row for (n, _, _), cell in self.cells.items() if n == name for row in cell]
+            lost = sum(failed(row) for row in attempts)
+            lost_text = f" {lost} of {len(attempts)} attempts failed." if lost else ""
+            best: tuple[float, str, Any, list[dict[str, Any]]] | None = None
+            for (n, key, round_), cell in self.cells.items():
+                psnr = self.scores(cell, "psnr")
+                if n == name and psnr and (best is None or median(psnr) > best[0]):
+                    best = (median(psnr), key, round_, cell)
+            if best is None:
+                lines.append(f"{name}: no attempt produced a reconstruction.{lost_text}")
+                continue
+            value, key, round_, cell = best
+            seeds = len(self.scores(cell, "psnr"))
+            where = f"{setting_text(self.settings[key])}, round {round_}, {seeds} seed{'s' if seeds > 1 else ''}"
+            floor = self.scores(cell, "psnr", "baseline")
+            ssim = self.scores(cell, "ssim")
+            ssim_text = f", SSIM {median(ssim):.2f}" if ssim else ""
+            if not floor:
+                verdict = "no noise floor stored to compare with"
+            elif value > median(floor):
+                gap = "∞" if math.isinf(value) else f"{value - median(floor):.1f}"
+                verdict = (f"{gap} dB above the noise floor ({_db(median(floor))}): the reconstructions are "
+                           "closer to the originals than an unrelated training image is")
+            else:
+                verdict = (f"not above the noise floor ({_db(median(floor))}): no closer to the originals "
+                           "than an unrelated training image")
+            lines.append(f"{name}: best median PSNR {_db(value)}{ssim_text} ({where}), {verdict}.{lost_text}")
+        return lines
+
+    def attacks(self) -> list[dict[str, Any]]:
+        """What each attack name inverted, under which threat model, and how its attempts ended."""
+        described = []
+        for name in self.names:
+            attempts = [row for row in self.rows if self.name[row["cell"]] == name]
+            iterations = [row["iterations"] for row in attempts if row.get("iterations") is not None]
+            described.append({
+                "name": name, "attack": _distinct(attempts, "attack_title"),
+                "scenario": _distinct(attempts, "scenario"), "needs": _distinct(attempts, "scenario_needs"),
+                "target": _distinct(attempts, "target_kind"), "threat": _distinct(attempts, "threat"),
+                "victim": _distinct(attempts, "victim"), "batch": _distinct(attempts, "batch_size"),
+                "attempts": len(attempts), "failed": sum(failed(row) for row in attempts),
+                "iterations": f"{median(iterations):.0f}" if iterations else "—",
+                "stopped_by": _distinct([row for row in attempts if row.get("stopped_by")], "stopped_by") or "—",
+            })
+        return described
+
+    def tables(self) -> list[dict[str, Any]]:
+        """Per round: metric blocks × attack names × settings, each entry mean ± std over the
+        seeds that did not fail, its failed attempts counted, and the noise floor beneath."""
+        shown = [m for m in INVERSION_METRICS
+                 if m[0] != "lpips" or any(_value(row, "lpips") is not None for row in self.rows)]
+        tables = []
+        for round_ in self.rounds:
+            keys = [key for key in self.settings if any(k == key and r == round_ for (_, k, r) in self.cells)]
+            names = [name for name in self.names if any(n == name and r == round_ for (n, _, r) in self.cells)]
+            blocks = []
+            for metric, title, digits in shown:
+                lines = []
+                for name in names:
+                    cells = [self.cells.get((name, key, round_)) for key in keys]
+                    lines.append({"name": name, "kind": "score", "cells": [
+                        {"text": "" if cell is None else
+                         ("all failed" if not self.ok(cell) else _mean_std(self.scores(cell, metric), digits)),
+                         "failed": 0 if cell is None else sum(failed(row) for row in cell)}
+                        for cell in cells]})
+                    if any(cell and self.scores(cell, metric, "baseline") for cell in cells):
+                        lines.append({"name": "noise floor", "kind": "floor", "cells": [
+                            {"text": "" if cell is None else _mean_std(self.scores(cell, metric, "baseline"), digits),
+                             "failed": 0} for cell in cells]})
+                blocks.append({"title": title, "lines": lines})
+            tables.append({"round": round_, "settings": [
+                {"text": setting_text(self.settings[key]), "full": key} for key in keys], "blocks": blocks})
+        return tables
+
+    def failures(self) -> list[dict[str, Any]]:
+        return [{"name": self.name[row["cell"]], "setting": setting_text(row.get("setting") or {}),
+                 "round": row.get("round"), "seed": row.get("seed"), "reason": row.get("status"),
+                 "cell": row["cell"]} for row in self.rows if failed(row)]
+
+    def grids(self) -> list[dict[str, Any]]:
+        """Per setting, the first seed's originals above its reconstructions: attack names ×
+        rounds, PSNR beneath each pair."""
+        grids = []
+        for key, setting in self.settings.items():
+            present = [(n, r) for (n, k, r) in self.cells if k == key]
+            rounds = [r for r in self.rounds if any(r == pr for _, pr in present)]
+            names = [n for n in self.names if any(n == pn for pn, _ in present)]
+            lines = []
+            for name in names:
+                entries = []
+                for round_ in rounds:
+                    cell = self.cells.get((name, key, round_))
+                    entries.append(None if cell is None else self._entry(min(cell, key=lambda r: r.get("seed", 0))))
+                lines.append({"name": name, "entries": entries})
+            grids.append({"setting": setting_text(setting), "rounds": rounds, "lines": lines})
+        return grids
+
+    def _entry(self, row: dict[str, Any]) -> dict[str, Any]:
+        artifacts = row.get("artifacts") or {}
+        psnr = _value(row, "psnr")
+        return {
+            "seed": row.get("seed"),
+            "original": _artifact(self.results_dir, artifacts.get("original"), "original"),
+            "reconstruction": _artifact(self.results_dir, artifacts.get("reconstruction"), "reconstruction"),
+            "psnr": "—" if psnr is None else _db(psnr),
+            "status": row.get("status", ""),
+        }
+
+    def lpips_notes(self) -> list[str]:
+        """Why LPIPS is missing, once per distinct reason."""
+        missing = [row for row in self.rows if _value(row, "lpips") is None and not failed(row)]
+        return list(dict.fromkeys(str(row.get("lpips_status") or "unavailable: no reason stored")
+                                  for row in missing if row.get("lpips_status") != "ok"))
+
+    def trace_figures(self) -> list[dict[str, str]]:
+        """Per attack label, the reconstruction's MSE over the attack's iterations: one colour per
+        (defense run, round), one thin line per seed."""
+        figures = []
+        labels = dict.fromkeys(str(row.get("label", "?")) for row in self.rows if row.get("trace"))
+        for label in labels:
+            curves: dict[str, list[dict[str, Any]]] = {}
+            for row in self.rows:
+                if row.get("trace") and str(row.get("label", "?")) == label:
+                    curve = f"{row.get('defense_label', '?')} · {label}, round {row.get('round')}"
+                    curves.setdefault(curve, []).append(row)
+            figures.append({"label": label, "uri": inversion_traces(curves, label)})
+        return figures
+
+
+def inversion_section(rows: list[dict[str, Any]], results_dir: Path) -> dict[str, Any] | None:
+    """Everything the "Reconstruction attacks" section shows, or None without inversion rows."""
+    attacked = [row for row in rows if row_type(row) == "inversion"]
+    if not attacked:
+        return None
+    found = _Inversions(attacked, results_dir)
+    return {
+        "lead": found.lead(), "attacks": found.attacks(), "tables": found.tables(),
+        "failures": found.failures(), "grids": found.grids(), "lpips_notes": found.lpips_notes(),
+        "traces": found.trace_figures(),
+    }
