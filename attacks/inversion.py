@@ -521,6 +521,8 @@ class InvertingGradients:
     init_std: float = 1.0
     dtype: str = "float64"
 
+    title: ClassVar[str] = "Inverting Gradients"
+
     def run(
         self, target: Target, model: FlatModel, *, input_shape: tuple[int, ...], num_classes: int,
         batch_size: int, normalisation: Normalisation, seed: int, observer: Observer | None = None,
