@@ -37,6 +37,7 @@ from torch import Tensor
 
 from defenses.ternary import schedule as ternary_schedule
 from defenses.tvss import Schedule
+from privaudit.grads import clip_l1, clip_l2, smooth_clip
 from privaudit.topology import Topology
 from privaudit.wire import Kind, Tap, Transcript
 
@@ -58,12 +59,38 @@ KINDS: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class Clipping:
+    """How a defense bounded a gradient before it crossed the wire. The rule and the bound are
+    public hyperparameters, so an attack can apply the same map to its dummy gradients rather
+    than match a rescaled gradient to an unclipped one:
+
+    * `per_sample_l2` / `per_sample_l1`: the mean of per-sample gradients, each clipped to ℓ2 /
+      ℓ1 norm `bound` (DPDL eq. 9 and DP-D-PSGD; Wang & Zhang, our ℓ1 decision);
+    * `smooth_mean`: the batch mean g mapped to g ζ/(ζ + ‖g‖₂), ζ = `bound` (LT-ADMM-DP eq. 6).
+    """
+
+    rule: str
+    bound: float
+
+    def apply(self, per_sample: Tensor) -> Tensor:
+        """Per-sample gradients [..., B, P] → the released (noise-free) gradient [..., P]."""
+        if self.rule == "per_sample_l2":
+            return clip_l2(per_sample, self.bound).mean(-2)
+        if self.rule == "per_sample_l1":
+            return clip_l1(per_sample, self.bound).mean(-2)
+        if self.rule == "smooth_mean":
+            return smooth_clip(per_sample.mean(-2), self.bound)
+        raise ValueError(f"unknown clipping rule '{self.rule}' (choose from per_sample_l2, per_sample_l1, smooth_mean)")
+
+
+@dataclass(frozen=True)
 class Target:
     """A gradient of the victim's loss on its private batch, at `point`, at round `round`.
 
     `kind` names what `gradient` really is (a key of `KINDS`). A multi-step target (`steps` > 1)
     is an update made of `steps` local steps of size `step_size` starting at `point`, each of
     them also moving by the known `drift`: φ^{t+1} = φ^t − step_size · g(φ^t) − drift.
+    `clipping`, when set, is how each g was bounded from the per-sample gradients.
     """
 
     gradient: Tensor
@@ -74,6 +101,7 @@ class Target:
     steps: int = 1
     step_size: float | None = None
     drift: Tensor | None = None
+    clipping: Clipping | None = None
 
 
 def _expect(transcript: Transcript, extractor: str, *defenses: str) -> None:
@@ -115,6 +143,11 @@ def _mixed(transcript: Transcript, kind: Kind, round: int, i: int) -> Tensor:
     return total
 
 
+def _l2(transcript: Transcript) -> Clipping:
+    """Per-sample ℓ2 clipping at the defense's public `clip` (DPDL, DP-D-PSGD)."""
+    return Clipping("per_sample_l2", float(_param(transcript, "clip")))
+
+
 def _x0(transcript: Transcript) -> Tensor:
     return transcript.public.initial_model.double()
 
@@ -141,6 +174,7 @@ def dpsgd_state_difference(transcript: Transcript, victim: int, round: int) -> T
         victim=victim,
         round=round,
         kind="gradient" if transcript.public.defense == "dpsgd" else "noisy_gradient",
+        clipping=None if transcript.public.defense == "dpsgd" else _l2(transcript),
     )
 
 
@@ -171,6 +205,7 @@ def dpdl_cross_gradient(transcript: Transcript, victim: int, round: int, receive
         victim=victim,
         round=round,
         kind="noisy_gradient" if _param(transcript, "noise") else "gradient",
+        clipping=_l2(transcript),
     )
 
 
@@ -257,7 +292,7 @@ def dpdl_self_gradient(transcript: Transcript, victim: int, round: int) -> Targe
         residual = residual - gradient / (math.sqrt(W[victim, j]) * n)
     point = transcript.payload(Kind.MODEL, round, victim, None)
     if _param(transcript, "noise"):
-        return Target(residual, point, victim, round, kind="scaled_noisy_gradient")
+        return Target(residual, point, victim, round, kind="scaled_noisy_gradient", clipping=_l2(transcript))
     direction = residual / residual.norm().clamp_min(1e-300)
 
     def calibration(gradient: Tensor) -> float:
@@ -267,7 +302,7 @@ def dpdl_self_gradient(transcript: Transcript, victim: int, round: int) -> Targe
     weight = float(W[victim, victim]) * calibration(direction)
     weight += sum(float(W[victim, j]) * calibration(gradient) for j, gradient in received.items())
     scale = 1.0 / (math.sqrt(W[victim, victim]) * n) + float(_param(transcript, "alpha")) * weight
-    return Target(residual / scale, point, victim, round, kind="gradient")
+    return Target(residual / scale, point, victim, round, kind="gradient", clipping=_l2(transcript))
 
 
 # ---------------------------------------------------------------- Ternary quantization
@@ -389,6 +424,7 @@ def lt_admm_bridge_update(transcript: Transcript, victim: int, round: int) -> Ta
         steps=tau,
         step_size=gamma,
         drift=drift,
+        clipping=Clipping("smooth_mean", float(_param(transcript, "zeta"))),
     )
 
 
@@ -431,6 +467,7 @@ def tvss_noisy_state(transcript: Transcript, victim: int, round: int) -> Target:
         victim=victim,
         round=round,
         kind="gradient_estimate",
+        clipping=Clipping("per_sample_l1", float(_param(transcript, "clip"))),
     )
 
 
@@ -454,6 +491,7 @@ def tvss_state_difference(transcript: Transcript, victim: int, round: int) -> Ta
         victim=victim,
         round=round,
         kind="noisy_gradient",
+        clipping=Clipping("per_sample_l1", float(_param(transcript, "clip"))),
     )
 
 

@@ -105,6 +105,10 @@ def test_cross_gradient_is_the_victims_batch_gradient_at_the_receivers_model(dpd
         truth = (clipped_sum(defense, target.point, rows) + noise) / batch
         assert relative(target.gradient, truth) < 1e-5
         assert target.kind == ("noisy_gradient" if defense.params.noise else "gradient")
+        data = defense.setup.data
+        released = target.clipping.apply(per_sample_grads(defense.setup.model, target.point.float(),
+                                                          data.x_train[rows.long()], data.y_train[rows.long()]))
+        assert relative(released + noise / batch, truth) < 1e-5, "the clipping rule rebuilds the release"
     at_own_model = (clipped_sum(defense, taps["global"].payload(Kind.MODEL, t, VICTIM, None), rows) + noise) / batch
     assert relative(target.gradient, at_own_model) > 1e-3, "the point must matter for this test to mean anything"
     assert dpdl_cross_gradient(taps["one_link"], VICTIM, t).point.equal(target.point)  # the only j it heard
@@ -250,6 +254,7 @@ def test_all_links_reveal_the_multi_step_update(lt_admm, k):
     assert relative(target.gradient, update) < 1e-5
     assert relative(target.drift, drift) < 1e-5 and relative(target.point, states[k]) < 1e-5
     assert (target.kind, target.steps, target.step_size) == ("multi_step_update", p.tau, p.gamma)
+    assert (target.clipping.rule, target.clipping.bound) == ("smooth_mean", p.zeta)
     with pytest.raises(KeyError, match=r"'admm_bridge' message from agent (2 to agent 1|1 to agent 2) at round 0"):
         lt_admm_bridge_update(taps["neighbour"], VICTIM, k)
 
