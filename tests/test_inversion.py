@@ -1,5 +1,6 @@
-"""Gradient inversion at reduced scale: label extraction, DLG on a photo crop, failure handling,
-and Inverting Gradients' vectorised restarts.
+"""Gradient inversion at reduced scale: label extraction, DLG on a photo crop and its own
+stopping rule, failure handling, the L-BFGS direction against the two-loop recursion, and
+Inverting Gradients (its default on a photo crop, its vectorised restarts).
 
 The target model is DLG's LeNet with the DLG paper's re-initialisation, uniform(−0.5, 0.5) on
 every parameter: with torch's default initialisation our DLG trials matched the gradient to a
@@ -15,8 +16,8 @@ import torch
 from torch import nn
 
 from attacks.extract import Target
-from attacks.inversion import (DLG, IDLG, INVERSIONS, InvertingGradients, _model_grads,
-                               extract_labels, squared_distance)
+from attacks.inversion import (DLG, IDLG, INVERSIONS, PAIR_DTYPE, InvertingGradients,
+                               _CurvatureMemory, _model_grads, extract_labels, squared_distance)
 from privaudit.data import load_dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad
@@ -113,9 +114,49 @@ def test_dlg_reconstructs_a_photo_crop_well_above_a_blank_guess(photos):
     scores = score_reconstruction(result.images, x, photos.normalisation, labels=result.labels,
                                   true_labels=y)
     grey = score_reconstruction(torch.zeros_like(x), x, photos.normalisation).psnr
-    # Measured: 27.9 dB after 200 evaluations; a mid-grey guess scores 14.7 dB, noise 9.4 dB.
-    assert scores.psnr > 24.0 and scores.psnr > grey + 9.0
+    # Measured: 30.4 dB after 200 evaluations (27.9 dB with torch's L-BFGS and 100 pairs); a
+    # mid-grey guess scores 14.7 dB, noise 9.4 dB.
+    assert scores.psnr > 27.0 and scores.psnr > grey + 12.0
     assert scores.label_acc == 1.0 and result.label_source == "optimised"
+
+
+def test_dlg_stops_by_its_own_gradient_tolerance(photos):
+    """On a small sigmoid network DLG matches the gradient to 1e-8·‖g‖² in ~30 evaluations and
+    stops there by itself, the input recovered."""
+    for seed in range(2):
+        torch.manual_seed(seed)
+        model = FlatModel(nn.Sequential(nn.Flatten(), nn.Linear(12, 8), nn.Sigmoid(), nn.Linear(8, 4)))
+        x = photos.normalisation.normalise(torch.rand(1, 3, 2, 2))
+        y = torch.tensor([seed + 1])
+        result = DLG().run(_target(model, x, y), model, input_shape=(3, 2, 2), num_classes=4,
+                           batch_size=1, normalisation=photos.normalisation, seed=seed)
+        assert result.ok and result.stopped_by == "tolerance" and result.iterations < 200
+        assert result.loss <= 1e-8 * float(_target(model, x, y).gradient.double().square().sum())
+        assert torch.allclose(result.images.float(), x, atol=1e-2) and result.labels.tolist() == [seed + 1]
+
+
+class _Blind(nn.Module):
+    """A classifier whose logits do not depend on its input (multiplied by zero): every input
+    gives the same parameter gradient, so the images' gradient is exactly zero."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(1, 6)
+
+    def forward(self, x):
+        return self.linear(x.flatten(1)[:, :1] * 0.0)
+
+
+def test_lbfgs_stalls_on_a_zero_gradient(photos):
+    """No image matches twice the true gradient, and none can move the loss: L-BFGS has no
+    descent direction at its first point and ends there."""
+    torch.manual_seed(0)
+    model = FlatModel(_Blind())
+    target = _target(model, photos.x_train[:1], photos.y_train[:1])
+    doubled = Target(2 * target.gradient, target.point, 0, 0)
+    result = _run(IDLG(), doubled, model, photos)
+    assert result.ok and result.stopped_by == "stalled" and result.iterations == 1
+    assert result.loss > 0 and result.labels.tolist() == photos.y_train[:1].tolist()
 
 
 def test_idlg_fixes_the_extracted_label(photos):
@@ -170,7 +211,11 @@ class _BreaksAfter(nn.Module):
         return out * math.nan if self.calls >= self.limit else out
 
 
-@pytest.mark.parametrize("attack", [DLG(evaluations=50), InvertingGradients(iterations=50, restarts=2)])
+@pytest.mark.parametrize("attack", [
+    DLG(evaluations=50),
+    InvertingGradients(iterations=50, restarts=2),
+    InvertingGradients(iterations=50, restarts=2, optimizer="adam"),
+])
 def test_divergence_mid_run_keeps_the_best_finite_iterate(photos, attack):
     torch.manual_seed(0)
     module = _BreaksAfter(limit=10**9)
@@ -198,15 +243,18 @@ def test_observer_can_stop_a_run(photos):
     assert seen[-1] == (5, (1, 1, *SHAPE), (1,))
 
 
-def test_restart_gradients_are_vectorised_exactly(photos):
+@pytest.mark.parametrize("restarts", [3, 1])
+def test_restart_gradients_are_vectorised_exactly(photos, restarts):
+    """vmap over restarts (R > 1) and plain autograd (R = 1) against a per-restart torch.func.grad,
+    for the model gradients and for their gradient in the images (double backward)."""
     model = _lenet(0)
     point = model.initial().double()
     target = torch.randn(model.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    x = torch.randn((3, 2, *SHAPE), dtype=torch.float64, requires_grad=True)
-    y = torch.tensor([[1, 4]] * 3)
+    x = torch.randn((restarts, 2, *SHAPE), dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([[1, 4]] * restarts)
     batched = _model_grads(model, point, x, y)
     squared_distance(batched, target).sum().backward()
-    for r in range(3):
+    for r in range(restarts):
         xr = x[r].detach().clone().requires_grad_(True)
         single = torch.func.grad(model.loss)(point, xr, y[r])
         assert torch.allclose(batched[r], single, atol=1e-12)
@@ -230,6 +278,51 @@ def test_inverting_gradients_on_a_batch_of_two_keeps_the_best_restart(photos, op
         assert result.images.min() >= -1.0 and result.images.max() <= 1.0
 
 
+def test_inverting_gradients_by_default_beats_25_db_on_a_photo_crop(photos):
+    """Acceptance (reduced budget): the default IG (L-BFGS) on one 32×32 crop."""
+    model = _lenet(1)
+    x, y = photos.x_train[17:18], photos.y_train[17:18]
+    result = _run(InvertingGradients(iterations=300), _target(model, x, y), model, photos, seed=1)
+    assert result.ok and result.iterations == 300 and result.label_source == "extracted"
+    # Measured: 36.9 dB after 300 evaluations (20.4 after 200, 49.1 after 400).
+    assert score_reconstruction(result.images, x, photos.normalisation).psnr >= 25.0
+
+
+def _two_loop(gradient, pairs):
+    """−H g by L-BFGS's two-loop recursion (Nocedal & Wright 2006, Alg. 7.4), pairs oldest first."""
+    q, alphas = gradient.clone(), []
+    for s, y in reversed(pairs):
+        alphas.append((s @ q) / (s @ y))
+        q -= alphas[-1] * y
+    s, y = pairs[-1]
+    q *= (s @ y) / (y @ y)
+    for (s, y), alpha in zip(pairs, reversed(alphas)):
+        q += (alpha - (y @ q) / (s @ y)) * s
+    return -q
+
+
+def test_compact_lbfgs_direction_equals_the_two_loop_recursion():
+    """Five pairs from a convex quadratic through a memory of three (so the ring buffer wraps),
+    one pair with s·y < 0 that must be skipped, and a restart at another gradient."""
+    generator = torch.Generator().manual_seed(0)
+    dim = 9
+    basis = torch.randn(dim, dim, dtype=torch.float64, generator=generator)
+    hessian = basis @ basis.T + torch.eye(dim, dtype=torch.float64)
+    memory, kept = _CurvatureMemory(3, dim, torch.float64), []
+    for k in range(6):
+        s = torch.randn(dim, dtype=torch.float64, generator=generator)
+        y = -s if k == 2 else hessian @ s
+        gradient = torch.randn(dim, dtype=torch.float64, generator=generator)
+        memory.update(s, y, gradient)
+        if k != 2:
+            kept = (kept + [(s.to(PAIR_DTYPE).double(), y.to(PAIR_DTYPE).double())])[-3:]
+        assert memory.count == len(kept)
+        assert torch.allclose(memory.direction(gradient), _two_loop(gradient, kept), rtol=1e-5, atol=1e-6)
+    other = torch.randn(dim, dtype=torch.float64, generator=generator)
+    memory.restart_at(other)
+    assert torch.allclose(memory.direction(other), _two_loop(other, kept), rtol=1e-5, atol=1e-6)
+
+
 def test_inverting_gradients_optimises_labels_it_cannot_extract(photos):
     model = _lenet(5)
     ones = torch.nonzero(photos.y_train == 1).flatten()[:2]
@@ -247,3 +340,10 @@ def test_registry_holds_typed_parameters():
         DLG(dtype="float16").run(Target(torch.zeros(3), torch.zeros(3), 0, 0),
                                  FlatModel(nn.Linear(2, 1)), input_shape=(2,), num_classes=2,
                                  batch_size=1, normalisation=None, seed=0)
+
+
+def test_unknown_line_search_is_refused(photos):
+    model = _lenet(0)
+    target = _target(model, photos.x_train[:1], photos.y_train[:1])
+    with pytest.raises(ValueError, match="line_search"):
+        _run(DLG(line_search="backtracking"), target, model, photos)
