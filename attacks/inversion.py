@@ -19,10 +19,13 @@ to them):
   authors' code offers; the paper's own, Adam on the sign of the image gradient with step
   decay, is `optimizer="adam"` (the class docstring says why, with the numbers).
 
-Restarts are vectorised: the model gradients of all R candidates are computed at once by
-`vmap` over restarts of `grad` of the model loss at the fixed point (`_model_grads`; a single
-restart takes plain autograd, which is faster), and differentiated again by autograd (double
-backward). The restarts do not interact, so the gradient of the summed loss is, block by block,
+The candidates are compared with the target through `attacks.release`: the defense's own map
+(its clipping rule, and for a multi-step target its τ local steps with their drift) replayed on
+the candidates, so a clipped or multi-step release is matched as what it is, not as a raw
+gradient; a multi-step target of batch size B is rebuilt as τ·B images, one batch per step.
+Restarts are vectorised: the releases of all R candidates are computed at once by `vmap` over
+restarts (a single plain gradient takes autograd, which is faster), and differentiated again by
+autograd (double backward). The restarts do not interact, so the gradient of the summed loss is, block by block,
 each restart's own gradient. Adam acts element-wise, so Adam restarts evolve exactly as R
 separate runs would. L-BFGS (DLG, iDLG, IG's default) does not: it runs on the stacked
 [R, B, ...] variable with one curvature memory and one step size, so batched restarts are R
@@ -48,10 +51,10 @@ from typing import ClassVar
 
 import torch
 from torch import Tensor
-from torch.func import grad, vmap
 from torch.optim.lbfgs import _strong_wolfe
 
 from attacks.extract import Target
+from attacks.release import images_per_target, release
 from privaudit.data import Normalisation
 from privaudit.flatmodel import FlatModel
 
@@ -153,24 +156,6 @@ def _last_layer_signal(gradient: Tensor, model: FlatModel, num_classes: int) -> 
     return None
 
 
-def _model_grads(model: FlatModel, point: Tensor, x: Tensor, y: Tensor) -> Tensor:
-    """∇θ L at `point` of every restart's candidate batch: x [R, B, ...], y [R, B] class indices
-    or [R, B, C] probabilities → [R, P]; differentiable in x, y.
-
-    Several restarts: `vmap` over restarts of `grad`. One restart: plain autograd with
-    `create_graph`, the same gradient at about two thirds of the cost of an evaluation (5.3 →
-    3.6 ms for DLG's LeNet on one 32×32 image, float64, one thread), as vmap's batching rules
-    for convolutions cost more than they save at R = 1; with four restarts vmap is faster than a
-    loop (10.5 against 14.3 ms).
-    """
-    if x.shape[0] != 1:
-        return vmap(grad(model.loss), in_dims=(None, 0, 0))(point, x, y)
-    with torch.enable_grad():
-        flat = point.detach().requires_grad_(True)
-        (gradient,) = torch.autograd.grad(model.loss(flat, x[0], y[0]), flat, create_graph=True)
-    return gradient.unsqueeze(0)
-
-
 def squared_distance(model_grads: Tensor, target: Tensor) -> Tensor:
     """DLG's ‖∇θ L(x̂, ŷ) − g‖² (Zhu et al. 2019, eq. 4) per restart: [R, P] → [R]."""
     return (model_grads - target).square().sum(-1)
@@ -251,8 +236,10 @@ class _Setup:
     """The public knowledge an attack runs on, checked and cast to the attack's dtype."""
 
     model: FlatModel
+    target: Target
     point: Tensor
     gradient: Tensor
+    drift: Tensor | None
     input_shape: tuple[int, ...]
     num_classes: int
     batch_size: int
@@ -282,15 +269,21 @@ class _Setup:
         low, high = normalisation.normalise(pixel_box.view(2, channels, 1, 1))
         return cls(
             model=model,
+            target=target,
             point=target.point.detach().to(kind),
             gradient=target.gradient.detach().to(kind),
+            drift=None if target.drift is None else target.drift.detach().to(kind),
             input_shape=tuple(input_shape),
             num_classes=num_classes,
-            batch_size=batch_size,
+            batch_size=images_per_target(target, batch_size),
             low=low,
             high=high,
             generator=torch.Generator().manual_seed(seed),
         )
+
+    def released(self, x: Tensor, y: Tensor) -> Tensor:
+        """What every restart's candidates would have released, comparable with the target."""
+        return release(self.model, self.target, self.point, x, y, self.drift)
 
     def project(self, x: Tensor) -> Tensor:
         """x clipped into the box of valid pixels, [0, 1] before normalisation, per channel."""
@@ -337,11 +330,8 @@ def _failed(reason: str, label_source: str, started: float) -> Reconstruction:
                           f"failed: {reason}", "not run")
 
 
-def _unusable(target: Target, setup: _Setup) -> str:
-    """Why the target cannot be attacked as one gradient at its point ("" when it can)."""
-    if target.steps != 1:
-        return (f"a {target.steps}-step update is not one gradient at its point; these attacks "
-                "model single-step targets only")
+def _unusable(setup: _Setup) -> str:
+    """Why the target cannot be attacked ("" when it can)."""
     if not torch.isfinite(setup.gradient).all():
         return "target gradient has non-finite entries"
     return ""
@@ -572,7 +562,7 @@ def _lbfgs(
 
 def _dlg_objective(setup: _Setup) -> Objective:
     def objective(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        distance = squared_distance(_model_grads(setup.model, setup.point, x, y), setup.gradient)
+        distance = squared_distance(setup.released(x, y), setup.gradient)
         return distance, distance
 
     return objective
@@ -636,12 +626,12 @@ class DLG:
         _needs_cross_entropy(model, self.title)
         setup = _Setup.build(target, model, input_shape, num_classes, batch_size, normalisation,
                              seed, self.dtype)
-        problem = _unusable(target, setup)
+        problem = _unusable(setup)
         if problem:
             return _failed(problem, label_source, started)
         labels = None
         if self.fixes_labels:
-            labels = extract_labels(setup.gradient, model, num_classes, batch_size)
+            labels = extract_labels(setup.gradient, model, num_classes, setup.batch_size)
             if labels is None:
                 return _failed("labels not recoverable from the last layer's gradient", label_source, started)
         return _lbfgs_match(setup, self, labels, observer, started)
@@ -732,10 +722,10 @@ class InvertingGradients:
             raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {self.optimizer!r}")
         setup = _Setup.build(target, model, input_shape, num_classes, batch_size, normalisation,
                              seed, self.dtype)
-        problem = _unusable(target, setup)
+        problem = _unusable(setup)
         if problem:
             return _failed(problem, "extracted", started)
-        labels = extract_labels(setup.gradient, model, num_classes, batch_size)
+        labels = extract_labels(setup.gradient, model, num_classes, setup.batch_size)
         candidates = _Candidates.start(setup, self.restarts, self.init_std, labels, boxed=True)
         tracker = _Tracker(self.restarts, observer)
         if self.optimizer == "adam":
@@ -749,7 +739,7 @@ class InvertingGradients:
 
     def _objective(self, setup: _Setup) -> Objective:
         def objective(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-            distance = cosine_distance(_model_grads(setup.model, setup.point, x, y), setup.gradient)
+            distance = cosine_distance(setup.released(x, y), setup.gradient)
             return distance + self.tv_weight * total_variation(x), distance
 
         return objective
