@@ -18,9 +18,9 @@ import dataclasses
 import itertools
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from attacks.extract import EXTRACTORS
 from attacks.inversion import INVERSIONS
@@ -40,6 +40,12 @@ def _choice(value: str, options, what: str) -> str:
     return value
 
 
+def one_of(options, what: str) -> Any:
+    """A string field that must be one of `options` (`unknown <what> 'x' (choose from …)`); a
+    registry dict is read when a value is checked, so later registrations count."""
+    return Annotated[str, AfterValidator(lambda value: _choice(value, options, what))]
+
+
 class CampaignInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = "campaign"
@@ -51,21 +57,17 @@ class DataConfig(BaseModel):
     """Which dataset, where it lives, and how it is split across agents."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    dataset: str = "digits"
+    dataset: one_of(DATASETS + SYNTHETIC, "dataset") = "digits"
     data_root: Path | None = None
     download: bool = False
     test_fraction: float = Field(0.2, gt=0, lt=1)
     max_train: int | None = Field(None, ge=1)
     samples_per_agent: int | None = Field(None, ge=1, description="synthetic problems: samples drawn per agent")
-    partition: str = "iid"
+    partition: one_of(PARTITIONS, "partition") = "iid"
     alpha: float = Field(0.5, gt=0, description="Dirichlet concentration (partition = dirichlet)")
     min_size: int = Field(8, ge=1, description="smallest local dataset (partition = dirichlet)")
     shards_per_agent: int = Field(2, ge=1, description="label shards per agent (partition = shards)")
 
-    @field_validator("dataset")
-    @classmethod
-    def _dataset(cls, value: str) -> str:
-        return _choice(value, DATASETS + SYNTHETIC, "dataset")
 
     @model_validator(mode="after")
     def _synthetic_data_are_not_partitioned(self) -> DataConfig:
@@ -76,47 +78,27 @@ class DataConfig(BaseModel):
             raise ValueError(f"samples_per_agent applies to synthetic datasets ({', '.join(SYNTHETIC)}) only")
         return self
 
-    @field_validator("partition")
-    @classmethod
-    def _partition(cls, value: str) -> str:
-        return _choice(value, PARTITIONS, "partition")
 
 
 class RunConfig(BaseModel):
     """One `[[defense]]` table: the run's shape; every other key is a hyperparameter of `kind`."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    kind: str
+    kind: one_of(DEFENSES, "defense")
     label: str | None = None
-    topology: str = "ring"
+    topology: one_of(TOPOLOGIES, "topology") = "ring"
     agents: int = Field(8, ge=2)
-    mixing: str = "metropolis"
+    mixing: one_of(MIXING_RULES, "mixing rule") = "metropolis"
     edge_prob: float = Field(0.5, gt=0, le=1, description="edge probability (topology = erdos_renyi)")
-    model: str = "mlp"
+    model: one_of(MODELS, "model") = "mlp"
     model_options: dict[str, Any] = Field(default_factory=dict)
     rounds: int = Field(100, ge=1)
     eval_every: int = Field(10, ge=1)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
 
-    @field_validator("kind")
-    @classmethod
-    def _kind(cls, value: str) -> str:
-        return _choice(value, sorted(DEFENSES), "defense")
 
-    @field_validator("topology")
-    @classmethod
-    def _topology(cls, value: str) -> str:
-        return _choice(value, TOPOLOGIES, "topology")
 
-    @field_validator("mixing")
-    @classmethod
-    def _mixing(cls, value: str) -> str:
-        return _choice(value, MIXING_RULES, "mixing rule")
 
-    @field_validator("model")
-    @classmethod
-    def _model(cls, value: str) -> str:
-        return _choice(value, sorted(MODELS), "model")
 
     @field_validator("grid")
     @classmethod
@@ -161,11 +143,11 @@ class AttackConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    kind: str
+    kind: one_of(INVERSIONS, "attack")
     label: str | None = None
     defense: list[str] | None = None
     scenario: str | None = Field(None, description="extraction scenario (default: the defense's first)")
-    threat: str = "global_listener"
+    threat: one_of(THREATS, "threat model") = "global_listener"
     observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
     links: list[tuple[int, int]] | None = Field(None, description="eavesdropper: links heard")
     victim: int = Field(0, ge=0)
@@ -175,15 +157,7 @@ class AttackConfig(BaseModel):
     trace_every: int = Field(0, ge=0, description="record the reconstruction's MSE every k attack "
                              "evaluations (0: off); scoring only, the attack never sees it")
 
-    @field_validator("kind")
-    @classmethod
-    def _kind(cls, value: str) -> str:
-        return _choice(value, list(INVERSIONS), "attack")
 
-    @field_validator("threat")
-    @classmethod
-    def _threat(cls, value: str) -> str:
-        return _choice(value, THREATS, "threat model")
 
     @field_validator("rounds")
     @classmethod
