@@ -253,25 +253,25 @@ def attack_row(cell: AttackCell, defense: Defense, transcript: Transcript, truth
     found = invert(cell.id, cell.attack, cell.scenario, cell.round, defense.setup, transcript, truth,
                    attack_batch_size(cell, defense), store)
     run = cell.training.run
-    table = cell.training
+    training = cell.training
     return {
         "type": "inversion",
         "cell": cell.id,
         "group": cell.group,
-        "training": table.id,
+        "training": training.id,
         "label": cell.label,
         "attack": cell.attack.kind,
         "attack_title": INVERSIONS[cell.attack.kind].title,
         "defense": run.kind,
         "defense_label": run.name,
-        "defense_table": table.table_label,
-        "setting": table.setting,
+        "defense_table": training.table_label,
+        "setting": training.setting,
         "scenario": cell.scenario,
         "scenario_needs": EXTRACTORS[run.kind, cell.scenario].needs,
         "threat": cell.attack.threat,
         "victim": cell.attack.victim,
         "round": cell.round,
-        "seed": table.seed,
+        "seed": training.seed,
         **found,
         "config": cell.describe(),
         "version": __version__,
