@@ -35,6 +35,8 @@ from privaudit.wire import GroundTruth, Tap, Transcript
 BASELINE_DRAWS = 8
 """Unrelated batches scored against the originals to place the noise floor."""
 
+_NOTHING = {"mse": None, "psnr": None, "ssim": None}
+
 
 def attack_taps(attack: AttackConfig, defense: str, scenario: str, round: int,
                 topology: Topology) -> tuple[Tap, GroundTruth]:
@@ -142,6 +144,13 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
     rows = _batch_rows(truth, attack.victim, round)
     original, true_labels = data.x_train[rows], data.y_train[rows]
     trace: list[dict[str, float]] = []
+    if len(rows) == 0:
+        return {"batch_size": batch_size, "truth_size": 0, "trace": trace, "baseline": _NOTHING,
+                "status": f"failed: the victim's batch at round {round} was empty (Poisson sampling): "
+                          "nothing to reconstruct",
+                "stopped_by": "not run", "iterations": 0, "wall_s": time.perf_counter() - started,
+                "metrics": _NOTHING | {"lpips": None, "label_acc": None},
+                "lpips_status": "not scored: no reconstruction", "artifacts": {}}
     fields: dict[str, Any] = {"batch_size": batch_size, "truth_size": len(rows), "trace": trace,
                               "baseline": _baseline(setup, rows, setup.seed)}
     try:

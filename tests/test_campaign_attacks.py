@@ -162,3 +162,15 @@ def _toml(body: dict) -> str:
             lines += [f"{key} = {json.dumps(item)}" for key, item in table.items()]
     return "\n".join(lines) + "\n"
 
+
+
+def test_an_empty_poisson_batch_is_a_failed_row(tmp_path):
+    """DP-D-PSGD samples each record with probability B/|D_i|: at B = 1 the victim's batch is
+    often empty, and there is then nothing to rebuild or to score."""
+    table = {**DPSGD, "kind": "dp_dpsgd", "label": "DP", "noise_multiplier": 1.0, "rounds": 12}
+    store, _ = _run(_campaign([{**DLG, "rounds": list(range(10))}], defenses=(table,)), tmp_path)
+    rows = store.rows()[1:]
+    empty = [row for row in rows if row["truth_size"] == 0]
+    assert empty, "with q = 1/|D_i| some round must have drawn no record"
+    assert all(row["status"].startswith("failed: the victim's batch at round") for row in empty)
+    assert all(row["metrics"]["psnr"] is None for row in empty)
