@@ -1,0 +1,337 @@
+"""Membership inference scores (LOSS, offline LiRA, RMIA) and the metrics the field reports.
+
+Everything here is a pure function of per-example model outputs the caller has already
+computed — losses, logits, correct-class probabilities of the target model and of reference
+models — so the attacks never see a defense's internals, and ground truth (`is_member`) reaches
+only `membership_metrics`. Inputs may be numpy arrays or CPU torch tensors (anything
+`np.asarray` accepts); all arithmetic is float64 numpy, so the module imports without torch.
+
+Every score follows one convention: **higher means more likely a member**.
+
+References
+- LOSS: Yeom, Giacomelli, Fredrikson, Jha, "Privacy Risk in Machine Learning: Analyzing the
+  Connection to Overfitting", CSF 2018 (the threshold adversary, Def. 4 / Alg. 1).
+- LiRA: Carlini, Chien, Nasr, Song, Terzis, Tramèr, "Membership Inference Attacks From First
+  Principles", IEEE S&P 2022 (logit scaling §IV-B eq. 4; offline variant §IV-C, Alg. 1 with the
+  "offline" lines; global variance §VI-A / Fig. 8).
+- RMIA: Zarifzadeh, Liu, Ramakrishnan, Shokri, "Low-Cost High-Power Membership Inference
+  Attacks", ICML 2024 (pairwise likelihood ratio eq. 3, score eq. 4, Pr(x) over reference
+  models eq. 5, offline linear approximation §3 / App. B.2.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import logsumexp
+from scipy.stats import norm
+from sklearn.metrics import roc_auc_score, roc_curve
+
+ROC_POINTS = 512
+"""At most this many ROC points are stored per result (half log-spaced, half linear in FPR)."""
+
+
+def _np(x: ArrayLike) -> np.ndarray:
+    """A numpy view of a numpy array, sequence or (CPU or device) torch tensor."""
+    return np.asarray(x.detach().cpu().numpy() if hasattr(x, "detach") else x)
+
+
+def _f64(x: ArrayLike) -> NDArray[np.float64]:
+    return _np(x).astype(np.float64, copy=False)
+
+
+# ---------------------------------------------------------------------------------------- LOSS
+
+
+def loss_scores(losses: ArrayLike) -> NDArray[np.float64]:
+    """LOSS attack (Yeom et al. 2018, Alg. 1): predict "member" when the target's loss on x is
+    below a threshold. As a score, −loss: thresholding it at −τ is exactly the paper's test, and
+    the ROC sweeps τ so no threshold has to be chosen here."""
+    return -_f64(losses)
+
+
+# ---------------------------------------------------------------------------------------- LiRA
+
+
+def logit_confidence(logits: ArrayLike, labels: ArrayLike) -> NDArray[np.float64]:
+    """φ = log(p_y / (1 − p_y)) of softmax(logits) at the true label (Carlini et al. 2022, eq. 4).
+
+    Computed as z_y − logsumexp_{j≠y} z_j, which equals log p_y − log(1 − p_y) exactly (both
+    share the normaliser logsumexp_j z_j) and never forms 1 − p_y, so it stays finite when
+    p_y rounds to 1 (the case that matters most: confidently memorised members). The paper uses
+    the same "stable logit" form for the same reason.
+
+    logits: [..., n, C] (leading axes, e.g. K reference models, are kept); labels: [n] ints.
+    Returns φ with shape [..., n].
+    """
+    z = _f64(logits)
+    y = _np(labels).astype(np.int64)
+    if z.ndim < 2 or z.shape[-1] < 2:
+        raise ValueError("logits must be [..., n, C] with C >= 2 classes")
+    if y.shape != z.shape[-2:-1]:
+        raise ValueError(f"labels shape {y.shape} does not match logits {z.shape}")
+    onehot = np.arange(z.shape[-1]) == y[:, None]
+    z_y = np.take_along_axis(z, np.broadcast_to(y[:, None], z.shape[:-1] + (1,)), axis=-1)[..., 0]
+    rest = np.where(onehot, -np.inf, z)
+    return z_y - logsumexp(rest, axis=-1)
+
+
+def lira_offline_scores(
+    target_conf: ArrayLike,
+    reference_conf_out: ArrayLike,
+    fixed_variance: bool = False,
+) -> NDArray[np.float64]:
+    """Offline LiRA (Carlini et al. 2022, Alg. 1, offline lines; §IV-C "one-sided" test).
+
+    For each example, fit N(μ_out, σ²_out) to the logit-scaled confidences φ of K reference
+    models that did NOT train on it, and score the target's φ by how far it sits in the upper
+    tail: Λ = 1 − Pr[Z > φ_target], Z ~ N(μ_out, σ²_out). Members raise φ, so only the upper tail
+    is evidence — hence one-sided.
+
+    The score returned is −log Pr[Z > φ_target] = −logsf, a strictly increasing function of the
+    paper's Λ, so every ROC point is identical; unlike Λ itself it does not saturate at 1.0 in
+    float64 for far-out members, which would tie them and blur exactly the low-FPR region the
+    attack is judged on.
+
+    fixed_variance: use one σ for all examples — the pooled within-example variance
+    Σ_i Σ_k (φ_ki − μ_i)² / (n(K − 1)) — as the paper recommends when there are few reference
+    models (§VI-A, Fig. 8: per-example σ from a handful of models is too noisy). We pool
+    deviations around each example's own mean rather than take the std of all φ at once, so
+    between-example spread in difficulty does not inflate σ; μ stays per-example either way.
+
+    target_conf: [n] φ of the target model; reference_conf_out: [K, n] with K ≥ 2.
+    """
+    target = _f64(target_conf)
+    ref = _f64(reference_conf_out)
+    if ref.ndim != 2 or ref.shape[1:] != target.shape:
+        raise ValueError(f"reference_conf_out must be [K, n] with n = {target.shape}; got {ref.shape}")
+    k = ref.shape[0]
+    if k < 2:
+        raise ValueError("a Gaussian fit needs K >= 2 reference models")
+    mu = ref.mean(axis=0)
+    if fixed_variance:
+        sigma = np.full_like(mu, np.sqrt(((ref - mu) ** 2).sum() / (ref.shape[1] * (k - 1))))
+    else:
+        sigma = ref.std(axis=0, ddof=1)
+    sigma = np.maximum(sigma, np.finfo(np.float64).tiny)
+    return -norm.logsf(target, loc=mu, scale=sigma)
+
+
+# ---------------------------------------------------------------------------------------- RMIA
+
+
+def _marginal(reference_prob: NDArray[np.float64], a: float | None) -> NDArray[np.float64]:
+    """Pr(x) = mean over reference models of Pr(x|θ') (Zarifzadeh et al. eq. 5). With offline
+    reference models only (all OUT for x), the mean under-estimates Pr(x); the paper's linear
+    fix (App. B.2.2) is Pr(x) ≈ ½((1 + a)·Pr_OUT(x) + (1 − a)), a tuned on reference models."""
+    mean = reference_prob.mean(axis=0)
+    if a is None:
+        return mean
+    return 0.5 * (1.0 + a) * mean + 0.5 * (1.0 - a)
+
+
+def rmia_scores(
+    target_prob: ArrayLike,
+    reference_prob: ArrayLike,
+    population_target_prob: ArrayLike,
+    population_reference_prob: ArrayLike,
+    gamma: float = 1.0,
+    a: float | None = None,
+) -> NDArray[np.float64]:
+    """RMIA (Zarifzadeh et al. 2024): Score(x) = Pr_{z∼π}[LR(x, z) ≥ γ] (eq. 4) with the pairwise
+    likelihood ratio LR(x, z) = (Pr(x|θ)/Pr(x)) / (Pr(z|θ)/Pr(z)) (eq. 3).
+
+    Pr(·|θ) is the model's probability of the correct label; Pr(·) its mean over reference
+    models (eq. 5), with the offline linear approximation when `a` is given (both for x and for
+    the population z, since the same reference models are OUT for both). Comparing x against
+    population samples z through the same reference models is what makes the test calibrated
+    per example without training IN models.
+
+    Vectorised: LR(x, z) ≥ γ ⟺ r_z ≤ r_x / γ with r = Pr(·|θ)/Pr(·) > 0, so the score is a
+    right-searchsorted count into the sorted population ratios — O((n + m) log m), no loop.
+
+    target_prob: [n]; reference_prob: [K, n]; population_target_prob: [m];
+    population_reference_prob: [K', m]. Probabilities must be positive (softmax outputs are);
+    they are clipped at the smallest positive float so an underflowed 0 cannot divide by zero.
+    """
+    tiny = np.finfo(np.float64).tiny
+    px = np.maximum(_f64(target_prob), tiny)
+    pz = np.maximum(_f64(population_target_prob), tiny)
+    ref_x = _f64(reference_prob)
+    ref_z = _f64(population_reference_prob)
+    if ref_x.ndim != 2 or ref_x.shape[1:] != px.shape:
+        raise ValueError(f"reference_prob must be [K, n] with n = {px.shape}; got {ref_x.shape}")
+    if ref_z.ndim != 2 or ref_z.shape[1:] != pz.shape:
+        raise ValueError(f"population_reference_prob must be [K, m] with m = {pz.shape}; got {ref_z.shape}")
+    if gamma <= 0:
+        raise ValueError("gamma must be positive")
+    ratio_x = px / np.maximum(_marginal(ref_x, a), tiny)
+    ratio_z = np.sort(pz / np.maximum(_marginal(ref_z, a), tiny))
+    return np.searchsorted(ratio_z, ratio_x / gamma, side="right") / ratio_z.size
+
+
+# ------------------------------------------------------------------------------------- metrics
+
+
+@dataclass(frozen=True)
+class MembershipMetrics:
+    """One attack's result: point estimates (from scikit-learn's ROC), percentile-bootstrap
+    intervals, and a downsampled ROC for log-log plots. `as_dict()` is JSON-ready."""
+
+    auc: float
+    auc_ci: tuple[float, float] | None
+    fprs: tuple[float, ...]
+    tpr: tuple[float, ...]
+    tpr_ci: tuple[tuple[float, float] | None, ...]
+    balanced_accuracy: float
+    balanced_accuracy_ci: tuple[float, float] | None
+    members: int
+    non_members: int
+    roc_fpr: tuple[float, ...]
+    roc_tpr: tuple[float, ...]
+    confidence: float
+    bootstrap: int
+
+    def as_dict(self) -> dict[str, Any]:
+        def ci(c: tuple[float, float] | None) -> list[float] | None:
+            return None if c is None else [c[0], c[1]]
+
+        out: dict[str, Any] = {"auc": self.auc, "auc_ci": ci(self.auc_ci)}
+        for f, t, c in zip(self.fprs, self.tpr, self.tpr_ci):
+            out[f"tpr@{f:g}"] = t
+            out[f"tpr@{f:g}_ci"] = ci(c)
+        out |= {
+            "balanced_accuracy": self.balanced_accuracy,
+            "balanced_accuracy_ci": ci(self.balanced_accuracy_ci),
+            "members": self.members,
+            "non_members": self.non_members,
+            "confidence": self.confidence,
+            "bootstrap": self.bootstrap,
+            "roc": {"fpr": list(self.roc_fpr), "tpr": list(self.roc_tpr)},
+        }
+        return out
+
+
+def _tpr_at(fpr: NDArray, tpr: NDArray, target: float) -> NDArray:
+    """Largest TPR among ROC points with FPR ≤ target (along the last axis). Conservative: the
+    ROC is a step function of the threshold, and interpolating between steps would report a TPR
+    no single threshold achieves. The (0, 0) point always qualifies."""
+    return np.where(fpr <= target, tpr, 0.0).max(axis=-1)
+
+
+def _curves(member_counts: NDArray, non_member_counts: NDArray) -> tuple[NDArray, NDArray]:
+    """ROC (fpr, tpr) at every distinct score as threshold ("≥ t" is member), from histogram
+    counts over the sorted unique scores [B, U]; rows are bootstrap resamples. Prepends (0, 0)."""
+    tp = np.cumsum(member_counts[..., ::-1], axis=-1)
+    fp = np.cumsum(non_member_counts[..., ::-1], axis=-1)
+    zero = np.zeros(tp.shape[:-1] + (1,))
+    tpr = np.concatenate([zero, tp / tp[..., -1:]], axis=-1)
+    fpr = np.concatenate([zero, fp / fp[..., -1:]], axis=-1)
+    return fpr, tpr
+
+
+def _statistics(fpr: NDArray, tpr: NDArray, fprs: Sequence[float]) -> NDArray:
+    """[..., 2 + len(fprs)]: AUC (trapezoid over the step ROC = Mann–Whitney with ties ½, what
+    roc_auc_score computes), balanced accuracy max_t ½(TPR + 1 − FPR), and TPR at each FPR."""
+    auc = (np.diff(fpr, axis=-1) * (tpr[..., 1:] + tpr[..., :-1]) / 2).sum(axis=-1)
+    bal = ((tpr + 1 - fpr) / 2).max(axis=-1)
+    return np.stack([auc, bal] + [_tpr_at(fpr, tpr, f) for f in fprs], axis=-1)
+
+
+def _bootstrap(
+    codes_m: NDArray[np.int64], codes_n: NDArray[np.int64], levels: int, fprs: Sequence[float], draws: int, seed: int
+) -> NDArray:
+    """Statistics on `draws` resamples, members and non-members resampled separately (a
+    stratified bootstrap: the class sizes are fixed by the experiment, not random). Each
+    resample is a histogram over the U unique scores built with one bincount, so a chunk of
+    resamples is one [chunk, U] array — no loop over resamples beyond memory-bounded chunks."""
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(draws, 4_000_000 // max(levels, 1)))
+    out = []
+    for start in range(0, draws, chunk):
+        b = min(chunk, draws - start)
+        offset = (np.arange(b) * levels)[:, None]
+
+        def hist(codes: NDArray[np.int64]) -> NDArray:
+            pick = codes[rng.integers(0, codes.size, size=(b, codes.size))] + offset
+            return np.bincount(pick.ravel(), minlength=b * levels).reshape(b, levels).astype(np.float64)
+
+        out.append(_statistics(*_curves(hist(codes_m), hist(codes_n)), fprs))
+    return np.concatenate(out, axis=0)
+
+
+def _downsample(fpr: NDArray, tpr: NDArray, non_members: int) -> tuple[NDArray, NDArray]:
+    """At most ROC_POINTS points of the ROC for storage: for each FPR on a grid (half log-spaced
+    from 1/non_members, for log-log plots; half linear), the last ROC point at or below it — the
+    same conservative step reading as `_tpr_at`. Endpoints are kept."""
+    if fpr.size <= ROC_POINTS:
+        return fpr, tpr
+    half = ROC_POINTS // 2 - 1
+    grid = np.concatenate([np.geomspace(1.0 / max(non_members, 1), 1.0, half), np.linspace(0.0, 1.0, half)])
+    idx = np.unique(np.concatenate([[0, fpr.size - 1], np.searchsorted(fpr, grid, side="right") - 1]))
+    return fpr[idx], tpr[idx]
+
+
+def membership_metrics(
+    scores: ArrayLike,
+    is_member: ArrayLike,
+    fprs: Sequence[float] = (0.001, 0.01),
+    bootstrap: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> MembershipMetrics:
+    """AUC, TPR at each FPR in `fprs`, best-threshold balanced accuracy, each with a percentile
+    bootstrap interval at `confidence` (bootstrap = 0 gives none), and the ROC points.
+
+    Point estimates and stored ROC come from scikit-learn (`roc_auc_score`, `roc_curve` with
+    `drop_intermediate=False`, so the step function is exact). TPR at FPR reads the step ROC
+    conservatively (`_tpr_at`), as Carlini et al. (2022, §III-C) report it. The percentile
+    bootstrap resamples members and non-members separately; it is the common choice in the MIA
+    literature and is checked by a null-calibration test (no-signal scores: the AUC interval
+    covers 0.5, the TPR@1% interval covers 0.01).
+    """
+    s = _f64(scores).ravel()
+    m = _np(is_member).astype(bool).ravel()
+    if s.shape != m.shape:
+        raise ValueError(f"scores {s.shape} and is_member {m.shape} differ in length")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("scores must be finite")
+    n_m, n_n = int(m.sum()), int((~m).sum())
+    if n_m == 0 or n_n == 0:
+        raise ValueError("need at least one member and one non-member")
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+    fprs = tuple(float(f) for f in fprs)
+
+    fpr, tpr, _ = roc_curve(m, s, drop_intermediate=False)
+    auc = float(roc_auc_score(m, s))
+    tprs = tuple(float(_tpr_at(fpr, tpr, f)) for f in fprs)
+    balanced = float(((tpr + 1 - fpr) / 2).max())
+
+    cis: list[tuple[float, float] | None] = [None] * (2 + len(fprs))
+    if bootstrap > 0:
+        levels, codes = np.unique(s, return_inverse=True)
+        stats = _bootstrap(codes[m], codes[~m], levels.size, fprs, bootstrap, seed)
+        q = np.quantile(stats, [(1 - confidence) / 2, (1 + confidence) / 2], axis=0)
+        cis = [(float(q[0, j]), float(q[1, j])) for j in range(stats.shape[1])]
+
+    roc_f, roc_t = _downsample(fpr, tpr, n_n)
+    return MembershipMetrics(
+        auc=auc,
+        auc_ci=cis[0],
+        fprs=fprs,
+        tpr=tprs,
+        tpr_ci=tuple(cis[2:]),
+        balanced_accuracy=balanced,
+        balanced_accuracy_ci=cis[1],
+        members=n_m,
+        non_members=n_n,
+        roc_fpr=tuple(float(v) for v in roc_f),
+        roc_tpr=tuple(float(v) for v in roc_t),
+        confidence=confidence,
+        bootstrap=bootstrap,
+    )
