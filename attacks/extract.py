@@ -23,7 +23,8 @@ What each message kind gives away (the findings, derived in each extractor's doc
   α_k; Alg. 2 (`model`): the noisy gradient g + n, exactly.
 
 `EXTRACTORS` maps (defense, scenario) to an `Extractor`, which says which messages it needs and
-checks, before a run, whether a tap hears them.
+checks, before a run, whether a tap hears them. `MODEL_VIEWS` does the same, by defense, for the
+victim's model as intercepted, which membership inference attacks.
 """
 
 from __future__ import annotations
@@ -526,6 +527,10 @@ def _all_bridge_links(victim: int, topology: Topology) -> list[tuple[Link, ...]]
     return [tuple(link for j in topology.neighbours(victim) for link in ((victim, j), (j, victim)))]
 
 
+def _one_link_both_ways(victim: int, topology: Topology) -> list[tuple[Link, ...]]:
+    return [((victim, j), (j, victim)) for j in topology.neighbours(victim)]
+
+
 def _span(first: int, last: int) -> Callable[[int], range]:
     return lambda t: range(t + first, t + last + 1)
 
@@ -538,7 +543,7 @@ class Extractor:
 
     defense: str
     scenario: str
-    extract: Callable[..., Target]
+    extract: Callable[..., Target | Tensor]
     kinds: frozenset[Kind]
     needs: str
     links: Callable[[int, Topology], list[tuple[Link, ...]]]
@@ -620,3 +625,42 @@ def extractor(defense: str, scenario: str) -> Extractor:
         defenses = ", ".join(sorted({d for d, _ in EXTRACTORS}))
         raise ValueError(f"no extractor for defense '{defense}' (known: {defenses})")
     raise ValueError(f"defense '{defense}' has no extraction scenario '{scenario}' (known: {', '.join(known)})")
+
+
+# ---------------------------------------------------------------- intercepted models
+
+
+def _broadcast_model(kind: Kind) -> Callable[[Transcript, int, int], Tensor]:
+    def read(transcript: Transcript, victim: int, round: int) -> Tensor:
+        return transcript.payload(kind, round, victim, None).float()
+
+    read.__doc__ = f"The victim's '{kind}' broadcast at `round`, as sent."
+    return read
+
+
+def _lt_admm_model(transcript: Transcript, victim: int, round: int) -> Tensor:
+    """x_{i,k+1} read off one of the victim's links at round k (`lt_admm_state`, exact)."""
+    return lt_admm_state(transcript, victim, round).float()
+
+
+_MODEL_NEEDS = "the victim's {} broadcast at the round: any tap on one of its links"
+
+MODEL_VIEWS: dict[str, Extractor] = {
+    e.defense: e for e in (
+        *(Extractor(name, "model", _broadcast_model(Kind.MODEL), frozenset({Kind.MODEL}),
+                    _MODEL_NEEDS.format("model"), _victim_only, _span(0, 0))
+          for name in ("dpsgd", "dp_dpsgd", "dpdl", "tvss_gradient")),
+        Extractor("tvss_output", "model", _broadcast_model(Kind.NOISY_STATE), frozenset({Kind.NOISY_STATE}),
+                  _MODEL_NEEDS.format("noisy state (its model plus Laplace noise)"), _victim_only, _span(0, 0)),
+        Extractor("ternary", "model", _broadcast_model(Kind.QUANTIZED_STATE), frozenset({Kind.QUANTIZED_STATE}),
+                  _MODEL_NEEDS.format("quantized state (one ternary draw of its model)"), _victim_only,
+                  _span(0, 0)),
+        Extractor("lt_admm_dp", "model", _lt_admm_model, frozenset({Kind.ADMM_BRIDGE}),
+                  "both directions of one link of the victim at rounds 0..k: the curious neighbour on it, "
+                  "an eavesdropper on it, or a global listener", _one_link_both_ways, lambda k: range(0, k + 1)),
+    )
+}
+"""What an attacker holds of agent i's model at round t, by defense: the model as it crossed the
+wire (with the defense's noise or quantization when it sends a perturbed model), or, for
+LT-ADMM-DP, which never sends a model, the state x_{i,t+1} its bridge messages give away exactly.
+Membership inference (`privaudit/membership_findings.py`) attacks these."""

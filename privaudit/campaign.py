@@ -9,11 +9,12 @@ campaign that contains it, and a re-run skips the cells already in the results.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -21,16 +22,20 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from attacks.extract import EXTRACTORS
 from attacks.inversion import INVERSIONS
 from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams, Setup
 from privaudit import __version__
-from privaudit.config import AttackConfig, Campaign, DataConfig, RunConfig, load_campaign, parse_campaign
+from privaudit.config import (AttackConfig, Campaign, DataConfig, MembershipConfig, RunConfig, load_campaign,
+                              parse_campaign)
 from privaudit.data import load_dataset, partition
 from privaudit.errors import ConfigError
 from privaudit.findings import attack_taps, invert, last_round_read
+from privaudit.membership_findings import (METHODS, AttackerData, attacker_data, failed, infer, last_round_needed,
+                                            membership_tap, reference_models, target_model)
 from privaudit.flatmodel import FlatModel
 from privaudit.models import build_model, model_task
 from privaudit.results import ResultsStore
@@ -56,6 +61,11 @@ def read_campaign(path: str | Path | None) -> tuple[Campaign, str]:
     return load_campaign(path), Path(path).read_text()
 
 
+def _digest(describe: dict[str, Any]) -> str:
+    """A cell id: the hash of its normalised configuration."""
+    return hashlib.sha256(json.dumps(describe, sort_keys=True).encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class Cell:
     """One run of one defense configuration at one seed."""
@@ -77,7 +87,7 @@ class Cell:
     def group(self) -> str:
         """The id of the cell's configuration without its seed: the seeds of one run share it."""
         config = {key: value for key, value in self.describe().items() if key != "seed"}
-        return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+        return _digest(config)
 
     def describe(self) -> dict[str, Any]:
         """The normalised configuration the id is computed from."""
@@ -109,7 +119,7 @@ class AttackCell:
     def group(self) -> str:
         """The id without the training seed: the seeds of one attack setting share it."""
         config = self.describe() | {"training": self.training.group}
-        return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+        return _digest(config)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -124,6 +134,53 @@ class AttackCell:
         return f"attack[{self.index}] ({self.label} on {self.training.label}, seed {self.training.seed}, round {self.round})"
 
 
+@dataclass(frozen=True)
+class MembershipCell:
+    """One `[[membership]]` table on one training cell at one attacked round (None: the final
+    average model)."""
+
+    id: str
+    index: int
+    training: Cell
+    table: MembershipConfig
+    round: int | None
+
+    @property
+    def label(self) -> str:
+        return self.table.name
+
+    @property
+    def group(self) -> str:
+        """The id without the training seed: the seeds of one membership setting share it."""
+        config = self.describe() | {"training": self.training.group}
+        return _digest(config)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "training": self.training.describe(),
+            "membership": self.table.model_dump(mode="json"),
+            "round": self.round,
+        }
+
+    @property
+    def where(self) -> str:
+        at = "final average model" if self.round is None else f"round {self.round}"
+        return f"membership[{self.index}] ({self.label} on {self.training.label}, seed {self.training.seed}, {at})"
+
+
+def expand_membership(campaign: Campaign, cells: list[Cell]) -> list[MembershipCell]:
+    """Every (membership table, training cell it targets, round), in file order."""
+    found = []
+    for index, table in enumerate(campaign.membership):
+        targets = set(campaign.membership_targets(index))
+        for cell in cells:
+            if cell.index in targets:
+                for round in table.rounds or [None]:
+                    draft = MembershipCell("", index, cell, table, round)
+                    found.append(dataclasses.replace(draft, id=_digest(draft.describe())))
+    return found
+
+
 def expand_attacks(campaign: Campaign, cells: list[Cell]) -> list[AttackCell]:
     """Every (attack table, training cell it targets, round), in file order."""
     found = []
@@ -134,8 +191,7 @@ def expand_attacks(campaign: Campaign, cells: list[Cell]) -> list[AttackCell]:
                 continue
             for round in table.rounds:
                 draft = AttackCell("", index, cell, table, scenarios[cell.index], round)
-                digest = hashlib.sha256(json.dumps(draft.describe(), sort_keys=True).encode()).hexdigest()
-                found.append(AttackCell(digest[:16], index, cell, table, scenarios[cell.index], round))
+                found.append(dataclasses.replace(draft, id=_digest(draft.describe())))
     return found
 
 
@@ -150,8 +206,8 @@ def expand(campaign: Campaign) -> list[Cell]:
             setting = {"topology": run.topology, "agents": run.agents} | {key: values[key] for key in table.grid}
             for seed in campaign.campaign.seeds:
                 draft = Cell("", index, seed, campaign.data, run, params)
-                digest = hashlib.sha256(json.dumps(draft.describe(), sort_keys=True).encode()).hexdigest()
-                cells.append(Cell(digest[:16], index, seed, campaign.data, run, params, table.name, setting))
+                cells.append(Cell(_digest(draft.describe()), index, seed, campaign.data, run, params,
+                                  table.name, setting))
     return cells
 
 
@@ -308,31 +364,110 @@ def headline(metrics: dict[str, float]) -> str:
     return f"average-model test loss {metrics['avg_loss']:.4g}"
 
 
+def plan_membership(cells: list[MembershipCell], defense: Defense) -> tuple[Tap | None, AttackerData]:
+    """The tap and the attacker's data of the membership cells of one table on one training cell
+    (they share both, and the reference models); every problem a ConfigError naming the cell."""
+    first = cells[0]
+    run = first.training.run
+    needed = last_round_needed(first.table, run.kind, run.rounds)
+    if needed > run.rounds:
+        raise ConfigError(f"{first.where}: the model view reads round {needed - 1}, but '{run.name}' runs "
+                          f"{run.rounds} rounds (0..{run.rounds - 1})")
+    try:
+        return membership_tap(first.table, run.kind, defense.setup), attacker_data(first.table, defense.setup)
+    except ValueError as error:
+        raise ConfigError(f"{first.where}: {error}") from None
+
+
+def membership_rows(cells: list[MembershipCell], defense: Defense, transcript: Transcript | None,
+                    final_states: Tensor, data: AttackerData, store: ResultsStore) -> Iterator[dict[str, Any]]:
+    """Train the reference models of one table on one training cell once, then score every
+    attacked round, yielding each cell's results row as soon as it is scored."""
+    first, training = cells[0], cells[0].training
+    run = training.run
+    references, seeds, reference_wall = reference_models(first.table, run.kind, training.params, defense.setup,
+                                                         data, run.rounds)
+    for cell in cells:
+        started = time.perf_counter()
+        try:
+            target = target_model(cell.table, run.kind, cell.round, transcript, final_states)
+            found = infer(cell.id, cell.table, defense.setup.model, target, references[cell.round], data, store)
+        except (KeyError, ValueError) as error:
+            found = failed(error.args[0] if error.args else str(error))
+        yield {
+            "type": "membership",
+            "cell": cell.id,
+            "group": cell.group,
+            "training": training.id,
+            "label": cell.label,
+            "defense": run.kind,
+            "defense_label": run.name,
+            "defense_table": training.table_label,
+            "setting": training.setting,
+            "target": cell.table.target,
+            "threat": cell.table.threat if cell.round is not None else "output",
+            "victim": cell.table.victim,
+            "round": cell.round,
+            "seed": training.seed,
+            "references": len(seeds),
+            "reference_seeds": seeds,
+            "reference_wall_s": reference_wall,
+            "data": data.sizes(),
+            **found,
+            "wall_s": time.perf_counter() - started + reference_wall / len(cells),
+            "config": cell.describe(),
+            "version": __version__,
+        }
+
+
+def membership_headline(row: dict[str, Any]) -> str:
+    """How a membership cell ended, in one line: AUC and TPR at 1 % FPR of each method."""
+    if row["status"] != "ok":
+        return row["status"]
+    parts = []
+    for name in METHODS:
+        metrics = row["metrics"][name]
+        low = metrics.get("tpr@0.01")
+        parts.append(f"{name.upper()} AUC {metrics['auc']:.3f}" + (f", TPR@1% {low:.3f}" if low is not None else ""))
+    return "; ".join(parts)
+
+
 def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool = False,
                  progress: bool = True, say: Callable[[str], None] = print) -> ResultsStore:
     """Run every unfinished cell of `campaign`, appending each row to `out/results.jsonl`.
 
     All cells are set up once before the first runs, so a bad field in the last table fails in
     seconds rather than after an hour; cells already in the results are skipped unless `force`.
-    The attack cells of one training cell share its run: it is trained once with all their taps
-    listening (again, with the same seed and so the same messages, when only attacks are left).
+    The attack and membership cells of one training cell share its run: it is trained once with
+    all their taps listening (again, with the same seed and so the same messages, when only
+    attacks are left). The membership cells of one table on one training cell share their
+    reference models.
     """
     store = ResultsStore(out)
     cells = expand(campaign)
     attacks = expand_attacks(campaign, cells)
+    memberships = expand_membership(campaign, cells)
     finished = set() if force else store.done()
     pending_attacks: dict[str, list[AttackCell]] = {}
     for attack in attacks:
         if attack.id not in finished:
             pending_attacks.setdefault(attack.training.id, []).append(attack)
-    work = [cell for cell in cells if cell.id not in finished or cell.id in pending_attacks]
+    pending_membership: dict[str, dict[int, list[MembershipCell]]] = {}
+    for member in memberships:
+        if member.id not in finished:
+            pending_membership.setdefault(member.training.id, {}).setdefault(member.index, []).append(member)
+    work = [cell for cell in cells
+            if cell.id not in finished or cell.id in pending_attacks or cell.id in pending_membership]
     for cell in work:
         defense = build_defense(cell)
         for attack in pending_attacks.get(cell.id, []):
             plan_attack(attack, defense)
+        for group in pending_membership.get(cell.id, {}).values():
+            plan_membership(group, defense)
     store.write_campaign(text)
-    total = len(cells) + len(attacks)
-    left = sum(cell.id not in finished for cell in cells) + sum(map(len, pending_attacks.values()))
+    total = len(cells) + len(attacks) + len(memberships)
+    left = (sum(cell.id not in finished for cell in cells) + sum(map(len, pending_attacks.values()))
+            + sum(len(group) for groups in pending_membership.values() for group in groups.values()))
     if left < total:
         say(f"{total - left} of {total} cells already finished in {store.path}; skipping them")
     number = 0
@@ -340,8 +475,9 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
         start = time.perf_counter()
         defense = build_defense(cell)
         planned = [(attack, *plan_attack(attack, defense)) for attack in pending_attacks.get(cell.id, [])]
-        row, output = run_cell(cell, progress=progress, defense=defense,
-                               taps=[tap for _, tap, truth in planned for tap in (tap, truth)])
+        groups = [(group, *plan_membership(group, defense)) for group in pending_membership.get(cell.id, {}).values()]
+        taps = [tap for _, tap, truth in planned for tap in (tap, truth)] + [tap for _, tap, _ in groups if tap]
+        row, output = run_cell(cell, progress=progress, defense=defense, taps=taps)
         if cell.id not in finished:
             store.append(row)
             number += 1
@@ -355,4 +491,12 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
             number += 1
             say(f"[{number}/{left}] {attack.label} on {cell.label} seed {cell.seed} round {attack.round}: "
                 f"{inversion_headline(attack_result)} ({time.perf_counter() - start:.1f} s)")
+        for group, tap, data in groups:
+            transcript = next(transcripts) if tap else None
+            for member_row in membership_rows(group, defense, transcript, output.final_states, data, store):
+                store.append(member_row)
+                number += 1
+                at = "final average" if member_row["round"] is None else f"round {member_row['round']}"
+                say(f"[{number}/{left}] {member_row['label']} on {cell.label} seed {cell.seed} {at}: "
+                    f"{membership_headline(member_row)} ({member_row['wall_s']:.1f} s)")
     return store

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from attacks.extract import EXTRACTORS
+from attacks.extract import EXTRACTORS, MODEL_VIEWS
 from attacks.inversion import INVERSIONS
 from defenses import DEFENSES
 from defenses.base import DefenseParams
@@ -133,7 +133,34 @@ class RunConfig(BaseModel):
         return DEFENSES[self.kind].Params.model_validate(self.model_extra or {})
 
 
-class AttackConfig(BaseModel):
+class ThreatConfig(BaseModel):
+    """What an attack table shares: the defense tables it targets, the threat model that listens,
+    the victim, and the label."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    label: str | None = None
+    defense: list[str] | None = None
+    threat: one_of(THREATS, "threat model") = "global_listener"
+    observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
+    links: list[tuple[int, int]] | None = Field(None, description="eavesdropper: links heard")
+    victim: int = Field(0, ge=0)
+
+    def misplaced(self) -> tuple[str, str] | None:
+        """(field, why) when a field is set that the chosen threat or target does not use."""
+        if self.threat != "curious_neighbour" and self.observer is not None:
+            return "observer", "only the curious_neighbour threat has one"
+        if self.threat != "eavesdropper" and self.links is not None:
+            return "links", "only the eavesdropper threat has links"
+        return None
+
+
+def _distinct_rounds(value: list[int]) -> list[int]:
+    if any(r < 0 for r in value) or len(set(value)) != len(value):
+        raise ValueError(f"rounds must be distinct and >= 0, got {value}")
+    return value
+
+
+class AttackConfig(ThreatConfig):
     """One `[[attack]]` table: a gradient inversion on a victim's messages at chosen rounds.
 
     It attacks every run of the defense tables it names (`defense`, by label; all tables with
@@ -144,27 +171,12 @@ class AttackConfig(BaseModel):
 
     model_config = ConfigDict(extra="allow", frozen=True)
     kind: one_of(INVERSIONS, "attack")
-    label: str | None = None
-    defense: list[str] | None = None
     scenario: str | None = Field(None, description="extraction scenario (default: the defense's first)")
-    threat: one_of(THREATS, "threat model") = "global_listener"
-    observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
-    links: list[tuple[int, int]] | None = Field(None, description="eavesdropper: links heard")
-    victim: int = Field(0, ge=0)
-    rounds: list[int] = Field(min_length=1)
+    rounds: Annotated[list[int], AfterValidator(_distinct_rounds)] = Field(min_length=1)
     batch_size: int | None = Field(None, ge=1, description="images to reconstruct (default: the "
                                    "defense's public batch_size)")
     trace_every: int = Field(0, ge=0, description="record the reconstruction's MSE every k attack "
                              "evaluations (0: off); scoring only, the attack never sees it")
-
-
-
-    @field_validator("rounds")
-    @classmethod
-    def _rounds(cls, value: list[int]) -> list[int]:
-        if any(r < 0 for r in value) or len(set(value)) != len(value):
-            raise ValueError(f"rounds must be distinct and >= 0, got {value}")
-        return value
 
     @property
     def name(self) -> str:
@@ -182,25 +194,61 @@ class AttackConfig(BaseModel):
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in params.items()})
 
 
+MEMBERSHIP_TARGETS = ("intercepted", "average")
+
+
+class MembershipConfig(ThreatConfig):
+    """One `[[membership]]` table: membership inference (LOSS, offline LiRA, RMIA) against a
+    victim agent's records, on every run of the defense tables it names, at every seed.
+
+    `target = "intercepted"`: the victim's model as the threat model hears it at each of `rounds`
+    (`attacks.extract.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
+    The attacker's data come from the held-out split, shuffled by the seed, in three disjoint
+    parts: `non_members` (default: as many as the victim has records), `rmia_samples` population
+    records for RMIA's pairwise test, and the rest (at most `reference_pool`) to train
+    `references` reference models, each a run of the same defense on that data.
+    """
+
+    target: one_of(MEMBERSHIP_TARGETS, "membership target") = "intercepted"
+    rounds: Annotated[list[int], AfterValidator(_distinct_rounds)] | None = Field(
+        None, min_length=1, description="intercepted: the rounds whose model is attacked")
+    references: int = Field(8, ge=2, description="reference models (LiRA's Gaussian fit needs 2)")
+    non_members: int | None = Field(None, ge=1)
+    rmia_samples: int = Field(200, ge=1, description="population records z of RMIA's pairwise test")
+    reference_pool: int | None = Field(None, ge=1, description="held-out records reference models "
+                                       "train on (default: all not used otherwise)")
+    lira_variance: one_of(("global", "per_example"), "LiRA variance") = "global"
+    rmia_gamma: float = Field(1.0, gt=0)
+    rmia_a: float | None = Field(None, ge=0, le=1, description="RMIA's offline linear approximation "
+                                 "(App. B.2.2); None: the plain mean over reference models")
+    fprs: list[float] = Field(default_factory=lambda: [0.001, 0.01])
+    bootstrap: int = Field(1000, ge=0)
+    confidence: float = Field(0.95, gt=0, lt=1)
+
+    def misplaced(self) -> tuple[str, str] | None:
+        if self.target == "intercepted" and self.rounds is None:
+            return "rounds", "required when target = 'intercepted' (the rounds whose model is attacked)"
+        if self.target == "average" and self.rounds is not None:
+            return "rounds", "the 'average' target is the final average model; remove rounds"
+        return super().misplaced()
+
+    @property
+    def name(self) -> str:
+        return self.label or f"membership ({self.target})"
+
+
 class Campaign(BaseModel):
     model_config = ConfigDict(extra="forbid")
     campaign: CampaignInfo = Field(default_factory=CampaignInfo)
     data: DataConfig = Field(default_factory=DataConfig)
     defense: list[RunConfig] = Field(min_length=1)
     attack: list[AttackConfig] = Field(default_factory=list)
+    membership: list[MembershipConfig] = Field(default_factory=list)
 
     def targets(self, index: int) -> list[tuple[int, str]]:
         """The defense tables attack `index` applies to, with the scenario on each."""
         table = self.attack[index]
-        chosen = [
-            (k, d) for k, d in enumerate(self.defense)
-            if table.defense is None or d.name in table.defense
-        ]
-        if table.defense is not None:
-            missing = sorted(set(table.defense) - {d.name for _, d in chosen})
-            if missing:
-                labels = ", ".join(d.name for d in self.defense)
-                raise ValueError(f"no defense table labelled '{missing[0]}' (labels: {labels})")
+        chosen = _named(self.defense, table.defense)
         found = []
         for k, d in chosen:
             known = [s for kind, s in EXTRACTORS if kind == d.kind]
@@ -213,6 +261,31 @@ class Campaign(BaseModel):
         if not found:
             raise ValueError(f"no defense table has the scenario '{table.scenario}'")
         return found
+
+    def membership_targets(self, index: int) -> list[int]:
+        """The defense tables membership table `index` applies to."""
+        table = self.membership[index]
+        chosen = _named(self.defense, table.defense)
+        if table.target == "intercepted":
+            unheard = [d for _, d in chosen if d.kind not in MODEL_VIEWS]
+            if unheard and table.defense is not None:
+                raise ValueError(f"defense '{unheard[0].name}' ({unheard[0].kind}) sends no model an "
+                                 f"attacker can read (known: {', '.join(MODEL_VIEWS)})")
+            chosen = [(k, d) for k, d in chosen if d.kind in MODEL_VIEWS]
+        if not chosen:
+            raise ValueError("no defense table sends a model an attacker can read")
+        return [k for k, _ in chosen]
+
+
+def _named(defenses: list[RunConfig], labels: list[str] | None) -> list[tuple[int, RunConfig]]:
+    """The defense tables with the given labels (all when None); ValueError for unknown labels."""
+    chosen = [(k, d) for k, d in enumerate(defenses) if labels is None or d.name in labels]
+    if labels is not None:
+        missing = sorted(set(labels) - {d.name for _, d in chosen})
+        if missing:
+            known = ", ".join(d.name for d in defenses)
+            raise ValueError(f"no defense table labelled '{missing[0]}' (labels: {known})")
+    return chosen
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -263,10 +336,16 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign") -> Campaign:
             campaign.targets(index)
         except (TypeError, ValueError) as error:
             raise ConfigError(f"{source}: attack[{index}]: {error}") from None
-        if table.threat != "curious_neighbour" and table.observer is not None:
-            raise ConfigError(f"{source}: attack[{index}].observer: only the curious_neighbour threat has one")
-        if table.threat != "eavesdropper" and table.links is not None:
-            raise ConfigError(f"{source}: attack[{index}].links: only the eavesdropper threat has links")
+    for what, tables in (("attack", campaign.attack), ("membership", campaign.membership)):
+        for index, table in enumerate(tables):
+            wrong = table.misplaced()
+            if wrong:
+                raise ConfigError(f"{source}: {what}[{index}].{wrong[0]}: {wrong[1]}")
+    for index in range(len(campaign.membership)):
+        try:
+            campaign.membership_targets(index)
+        except ValueError as error:
+            raise ConfigError(f"{source}: membership[{index}]: {error}") from None
     return campaign
 
 

@@ -1,0 +1,262 @@
+"""Membership findings: from the model an attacker holds of a victim agent to LOSS, LiRA and RMIA
+scores of candidate records, scored against the truth and written as one results row.
+
+The attacker's side, in order:
+
+1. **Its data** (`attacker_data`): records from the held-out split, which no agent trains on,
+   shuffled by the seed and cut into three disjoint parts: non-members to test alongside the
+   victim's records, population records z for RMIA's pairwise test, and a pool to train
+   reference models on. The victim's records are the members. The attacker sees the candidates
+   (members and non-members mixed) without their labels; `is_member` reaches only
+   `attacks.membership.membership_metrics`.
+2. **Reference models** (`reference_models`): K runs of the same defense, with the same public
+   hyperparameters, topology, x_0 and local dataset sizes, on shards drawn from the pool, each
+   with its own seed. Every candidate is OUT of every reference (the offline setting of LiRA and
+   RMIA). From each run the attacker takes the same view as from the target: the victim
+   position's model as it crossed the wire at the attacked rounds (`MODEL_VIEWS`, so a defense
+   that sends a noisy or quantized model is matched by noisy or quantized references), or the
+   final average model.
+3. **Scores** (`score_candidates`): the per-record loss, logit-scaled confidence and correct-class
+   probability of the target and of each reference model, turned into LOSS, offline LiRA and
+   RMIA scores (`attacks.membership`).
+
+Anything that goes wrong on the attacker's side (a model the tap did not hear, a model whose
+outputs are not finite) becomes a failed finding with its reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attacks.extract import MODEL_VIEWS
+from attacks.membership import (
+    MembershipMetrics,
+    lira_offline_scores,
+    logit_confidence,
+    loss_scores,
+    membership_metrics,
+    rmia_scores,
+)
+from defenses import DEFENSES
+from defenses.base import DefenseParams, Setup
+from privaudit.config import MembershipConfig
+from privaudit.flatmodel import FlatModel
+from privaudit.results import ResultsStore
+from privaudit.sampling import LocalData
+from privaudit.sim import simulate
+from privaudit.threats import build_tap
+from privaudit.wire import Eavesdropper, Tap, Transcript
+
+METHODS = ("loss", "lira", "rmia")
+"""The attacks every membership cell runs, in report order."""
+
+REFERENCE_SEED_STRIDE = 1_000_003
+"""Reference model k of a cell with seed s runs with seed s + (k + 1)·stride, far from any
+campaign seed, so no reference repeats the target's random draws."""
+
+_CHUNK = 1024
+
+
+@dataclass(frozen=True)
+class AttackerData:
+    """One membership cell's records: candidates (the victim's records, then non-members), the
+    population z and the reference pool; `is_member` is for scoring only."""
+
+    candidates_x: Tensor
+    candidates_y: Tensor
+    is_member: np.ndarray
+    member_rows: np.ndarray
+    non_member_rows: np.ndarray
+    population_x: Tensor
+    population_y: Tensor
+    pool_x: Tensor
+    pool_y: Tensor
+
+    def sizes(self) -> dict[str, int]:
+        return {"members": int(self.is_member.sum()), "non_members": int((~self.is_member).sum()),
+                "rmia_population": len(self.population_y), "reference_pool": len(self.pool_y)}
+
+
+def attacker_data(table: MembershipConfig, setup: Setup) -> AttackerData:
+    """Split the held-out records for `table` against `table.victim`; ValueError (one line)
+    when there are too few."""
+    data = setup.data
+    if data.task != "classification":
+        raise ValueError(f"membership inference needs a classification dataset; '{data.name}' is a {data.task} problem")
+    if not 0 <= table.victim < setup.local.n_agents:
+        raise ValueError(f"victim {table.victim} is not an agent (0..{setup.local.n_agents - 1})")
+    members = setup.local.index[table.victim, : int(setup.local.sizes[table.victim])].numpy()
+    held_out = len(data.y_test)
+    wanted_out = table.non_members or len(members)
+    left = held_out - wanted_out - table.rmia_samples
+    largest = int(setup.local.sizes.max())
+    if left < largest:
+        raise ValueError(f"the held-out split has {held_out} records: {wanted_out} non-members and "
+                         f"{table.rmia_samples} RMIA population records leave {max(left, 0)} to train reference "
+                         f"models, fewer than the largest local dataset ({largest}); lower non_members or "
+                         "rmia_samples, or raise data.test_fraction")
+    order = np.random.default_rng(setup.seed).permutation(held_out)
+    out_rows = order[:wanted_out]
+    z_rows = order[wanted_out: wanted_out + table.rmia_samples]
+    pool_rows = order[wanted_out + table.rmia_samples:][: table.reference_pool or None]
+    if len(pool_rows) < largest:
+        raise ValueError(f"reference_pool = {len(pool_rows)} is smaller than the largest local dataset ({largest})")
+    return AttackerData(
+        candidates_x=torch.cat([data.x_train[members], data.x_test[out_rows]]),
+        candidates_y=torch.cat([data.y_train[members], data.y_test[out_rows]]),
+        is_member=np.concatenate([np.ones(len(members), bool), np.zeros(len(out_rows), bool)]),
+        member_rows=members,
+        non_member_rows=out_rows,
+        population_x=data.x_test[z_rows],
+        population_y=data.y_test[z_rows],
+        pool_x=data.x_test[pool_rows],
+        pool_y=data.y_test[pool_rows],
+    )
+
+
+def view_rounds(table: MembershipConfig, defense: str) -> list[int]:
+    """Every round whose messages the view of `table.rounds` reads."""
+    view = MODEL_VIEWS[defense]
+    return sorted({t for r in table.rounds or () for t in view.rounds(r) if t >= 0})
+
+
+def membership_tap(table: MembershipConfig, defense: str, setup: Setup) -> Tap | None:
+    """The threat model's tap for an intercepted target, checked to hear the view at every
+    attacked round (ValueError naming what is missing); None for the average model."""
+    if table.target == "average":
+        return None
+    view = MODEL_VIEWS[defense]
+    topology = setup.topology
+    tap = build_tap(table.threat, table.victim, topology, rounds=view_rounds(table, defense), kinds=view.kinds,
+                    observer=table.observer, links=table.links)
+    for round in table.rounds:
+        view.check(tap, table.victim, topology, round)
+    return tap
+
+
+def last_round_needed(table: MembershipConfig, defense: str, rounds: int) -> int:
+    """How many rounds a reference run needs: up to the last round the view reads, or all."""
+    if table.target == "average":
+        return rounds
+    return max(view_rounds(table, defense)) + 1
+
+
+def _reference_setup(setup: Setup, data: AttackerData, seed: int) -> Setup:
+    """The target's setup with every agent's shard drawn from the pool (same sizes; without
+    replacement across agents when the pool holds them all, else within each agent only)."""
+    rng = np.random.default_rng(seed)
+    sizes = setup.local.sizes.tolist()
+    pool = len(data.pool_y)
+    if sum(sizes) <= pool:
+        cuts = np.cumsum([0] + sizes)
+        order = rng.permutation(pool)
+        shards = [order[cuts[i]: cuts[i + 1]] for i in range(len(sizes))]
+    else:
+        shards = [rng.choice(pool, size=size, replace=False) for size in sizes]
+    dataset = dataclasses.replace(setup.data, x_train=data.pool_x, y_train=data.pool_y)
+    return dataclasses.replace(setup, data=dataset, local=LocalData(data.pool_x, data.pool_y, shards),
+                               generator=torch.Generator().manual_seed(seed), seed=seed)
+
+
+def reference_models(table: MembershipConfig, defense: str, params: DefenseParams, setup: Setup,
+                     data: AttackerData, rounds: int) -> tuple[dict[int | None, Tensor], list[int], float]:
+    """Train `table.references` reference runs; return the attacked view of each, [K, P] per
+    attacked round (key None: the final average model), their seeds and the wall time."""
+    started = time.perf_counter()
+    view = MODEL_VIEWS.get(defense)
+    needed = last_round_needed(table, defense, rounds)
+    seeds = [setup.seed + (k + 1) * REFERENCE_SEED_STRIDE for k in range(table.references)]
+    found: dict[int | None, list[Tensor]] = {}
+    for seed in seeds:
+        reference = DEFENSES[defense](params, _reference_setup(setup, data, seed))
+        taps = []
+        if table.target == "intercepted":
+            links = [(table.victim, j) for j in setup.topology.neighbours(table.victim)]
+            taps = [Eavesdropper(links, rounds=view_rounds(table, defense), kinds=view.kinds)]
+        output = simulate(reference, needed, eval_every=needed, taps=taps)
+        if table.target == "average":
+            found.setdefault(None, []).append(output.final_states.mean(dim=0))
+            continue
+        for round in table.rounds:
+            found.setdefault(round, []).append(view.extract(output.transcripts[0], table.victim, round))
+    return {key: torch.stack(models) for key, models in found.items()}, seeds, time.perf_counter() - started
+
+
+@torch.no_grad()
+def _outputs(model: FlatModel, params: Tensor, x: Tensor, y: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-record loss, logit-scaled confidence φ and correct-class probability of every model in
+    `params` [M, P] on (x, y): three [M, n] float64 arrays."""
+    losses, confidences, probabilities = [], [], []
+    for theta in params:
+        logits = torch.cat([model.output(theta, x[k: k + _CHUNK]) for k in range(0, len(x), _CHUNK)]).double()
+        loss = F.cross_entropy(logits, y, reduction="none")
+        losses.append(loss.numpy())
+        confidences.append(logit_confidence(logits, y))
+        probabilities.append(torch.exp(-loss).numpy())
+    return np.stack(losses), np.stack(confidences), np.stack(probabilities)
+
+
+def score_candidates(table: MembershipConfig, model: FlatModel, target: Tensor, references: Tensor,
+                     data: AttackerData) -> dict[str, np.ndarray]:
+    """LOSS, offline LiRA and RMIA scores of the candidates (higher: more likely a member);
+    ValueError when the target's or a reference's outputs are not finite."""
+    params = torch.cat([target[None].float(), references.float()])
+    loss, phi, prob = _outputs(model, params, data.candidates_x, data.candidates_y)
+    _, _, z_prob = _outputs(model, params, data.population_x, data.population_y)
+    for name, values in (("loss", loss), ("confidence", phi), ("population probability", z_prob)):
+        bad = ~np.isfinite(values).all(axis=1)
+        if bad.any():
+            which = "the target model" if bad[0] else f"reference model {int(np.argmax(bad[1:]))}"
+            raise ValueError(f"{which} gives a non-finite {name} on some records (diverged training?)")
+    return {
+        "loss": loss_scores(loss[0]),
+        "lira": lira_offline_scores(phi[0], phi[1:], fixed_variance=table.lira_variance == "global"),
+        "rmia": rmia_scores(prob[0], prob[1:], z_prob[0], z_prob[1:], gamma=table.rmia_gamma, a=table.rmia_a),
+    }
+
+
+def _save_scores(store: ResultsStore, cell: str, scores: dict[str, np.ndarray], data: AttackerData) -> str:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, is_member=data.is_member, member_rows=data.member_rows,
+                        non_member_rows=data.non_member_rows, **scores)
+    return store.write_artifact(cell, "scores.npz", buffer.getvalue())
+
+
+def target_model(table: MembershipConfig, defense: str, round: int | None, transcript: Transcript | None,
+                 final_states: Tensor) -> Tensor:
+    """The model the attacker holds: the intercepted view at `round`, or the final average."""
+    if round is None:
+        return final_states.mean(dim=0)
+    return MODEL_VIEWS[defense].extract(transcript, table.victim, round)
+
+
+def infer(cell_id: str, table: MembershipConfig, model: FlatModel, target: Tensor, references: Tensor,
+          data: AttackerData, store: ResultsStore) -> dict[str, Any]:
+    """Score one membership finding; its row fields (status, metrics per method, artifacts)."""
+    started = time.perf_counter()
+    scores = score_candidates(table, model, target, references, data)
+    metrics: dict[str, MembershipMetrics] = {
+        name: membership_metrics(scores[name], data.is_member, fprs=table.fprs, bootstrap=table.bootstrap,
+                                 confidence=table.confidence, seed=k)
+        for k, name in enumerate(METHODS)
+    }
+    return {
+        "status": "ok",
+        "metrics": {name: result.as_dict() for name, result in metrics.items()},
+        "artifacts": {"scores": _save_scores(store, cell_id, scores, data)},
+        "score_wall_s": time.perf_counter() - started,
+    }
+
+
+def failed(reason: str) -> dict[str, Any]:
+    """The row fields of a finding the attacker could not complete."""
+    return {"status": f"failed: {reason}", "metrics": {name: None for name in METHODS}, "artifacts": {}}
