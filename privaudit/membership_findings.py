@@ -69,13 +69,16 @@ _CHUNK = 1024
 @dataclass(frozen=True)
 class AttackerData:
     """One membership cell's records: candidates (the victim's records, then non-members), the
-    population z and the reference pool; `is_member` is for scoring only."""
+    population z and the reference pool; `is_member` is for scoring only. Member rows index the
+    training split, the other rows the held-out split."""
 
     candidates_x: Tensor
     candidates_y: Tensor
     is_member: np.ndarray
     member_rows: np.ndarray
     non_member_rows: np.ndarray
+    population_rows: np.ndarray
+    pool_rows: np.ndarray
     population_x: Tensor
     population_y: Tensor
     pool_x: Tensor
@@ -116,6 +119,8 @@ def attacker_data(table: MembershipConfig, setup: Setup) -> AttackerData:
         is_member=np.concatenate([np.ones(len(members), bool), np.zeros(len(out_rows), bool)]),
         member_rows=members,
         non_member_rows=out_rows,
+        population_rows=z_rows,
+        pool_rows=pool_rows,
         population_x=data.x_test[z_rows],
         population_y=data.y_test[z_rows],
         pool_x=data.x_test[pool_rows],

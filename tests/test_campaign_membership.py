@@ -1,0 +1,165 @@
+"""`[[membership]]` tables in campaigns: the attacker's data split, reference models trained by
+the same defense, rows with AUC / TPR intervals and saved scores, resumption, one-line errors."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from privaudit.campaign import build_defense, expand, expand_membership, plan_membership, run_campaign
+from privaudit.cli import main
+from privaudit.config import parse_campaign
+from privaudit.membership_findings import METHODS, attacker_data, reference_models
+
+DPSGD = {"kind": "dpsgd", "label": "D-PSGD", "agents": 10, "rounds": 30, "eval_every": 30, "batch_size": 5,
+         "lr": 0.5}
+DATA = {"dataset": "digits", "max_train": 100, "test_fraction": 0.5}
+MIA = {"label": "MIA", "threat": "curious_neighbour", "rounds": [10, 29], "references": 8, "non_members": 100,
+       "bootstrap": 200}
+
+
+def _campaign(memberships, defenses=(DPSGD,), seeds=(0,), data=DATA):
+    return parse_campaign({"campaign": {"name": "t", "seeds": list(seeds)}, "data": dict(data),
+                           "defense": list(defenses), "membership": list(memberships)})
+
+
+def _run(campaign, out, **kwargs):
+    lines = []
+    store = run_campaign(campaign, "# test", out, progress=False, say=lines.append, **kwargs)
+    return store, lines
+
+
+def test_membership_cells_expand_per_run_seed_and_round():
+    campaign = _campaign([MIA, {"target": "average", "references": 2}], seeds=(0, 1))
+    cells = expand_membership(campaign, expand(campaign))
+    assert [(c.index, c.training.seed, c.round) for c in cells] == [
+        (0, 0, 10), (0, 0, 29), (0, 1, 10), (0, 1, 29), (1, 0, None), (1, 1, None)]
+    assert len({c.id for c in cells}) == 6
+    assert cells[0].group == cells[2].group != cells[1].group
+
+
+def test_the_attackers_records_are_disjoint_and_references_never_see_a_candidate():
+    campaign = _campaign([MIA])
+    cell = expand(campaign)[0]
+    defense = build_defense(cell)
+    data = attacker_data(campaign.membership[0], defense.setup)
+    held_out = [data.non_member_rows, data.population_rows, data.pool_rows]
+    assert sum(map(len, held_out)) == len(np.unique(np.concatenate(held_out)))
+    assert len(data.non_member_rows) == 100 and len(data.population_rows) == 200
+    assert np.array_equal(data.member_rows, defense.setup.local.index[0, :int(defense.setup.local.sizes[0])].numpy())
+    assert data.is_member.sum() == len(data.member_rows) and (~data.is_member).sum() == 100
+    pool = {tuple(x.flatten().tolist()) for x in data.pool_x}
+    assert not pool & {tuple(x.flatten().tolist()) for x in data.candidates_x}
+
+
+def test_reference_runs_are_the_same_defense_with_their_own_seeds():
+    table = _campaign([MIA]).membership[0].model_copy(update={"references": 2})
+    campaign = _campaign([MIA])
+    cell = expand(campaign)[0]
+    defense = build_defense(cell)
+    data = attacker_data(table, defense.setup)
+    views, seeds, _ = reference_models(table, "dpsgd", cell.params, defense.setup, data, cell.run.rounds)
+    assert set(views) == {10, 29} and views[29].shape == (2, defense.setup.model.dim)
+    assert len(set(seeds)) == 2 and cell.seed not in seeds
+    assert not torch.equal(views[29][0], views[29][1])
+    again, _, _ = reference_models(table, "dpsgd", cell.params, defense.setup, data, cell.run.rounds)
+    assert torch.equal(again[29], views[29])
+
+
+def test_membership_rows_have_metrics_with_intervals_and_saved_scores(tmp_path):
+    store, lines = _run(_campaign([MIA, {"label": "avg", "target": "average", "references": 2,
+                                         "non_members": 50, "bootstrap": 100}]), tmp_path)
+    rows = store.rows()
+    assert [row["type"] for row in rows] == ["training", "membership", "membership", "membership"]
+    training, *members = rows
+    assert [row["round"] for row in members] == [10, 29, None]
+    for row in members:
+        assert row["status"] == "ok" and row["training"] == training["cell"]
+        assert set(row["metrics"]) == set(METHODS)
+        for metrics in row["metrics"].values():
+            for key in ("auc", "tpr@0.001", "tpr@0.01", "balanced_accuracy"):
+                low, high = metrics[f"{key}_ci"]
+                assert 0 <= low <= high <= 1 and 0 <= metrics[key] <= 1
+            assert metrics["roc"]["fpr"][0] == 0 and metrics["roc"]["fpr"][-1] == 1
+        saved = np.load(tmp_path / row["artifacts"]["scores"])
+        assert saved["is_member"].sum() == row["data"]["members"] == 10
+        assert set(saved.files) >= set(METHODS) | {"member_rows", "non_member_rows"}
+    assert members[0]["threat"] == "curious_neighbour" and members[2]["threat"] == "output"
+    assert members[0]["data"]["non_members"] == 100 and members[2]["data"]["non_members"] == 50
+    assert "LIRA AUC" in lines[1] and "final average" in lines[3]
+
+
+def test_an_overfitting_undefended_agent_is_detected_and_strong_dp_noise_hides_it(tmp_path):
+    """Reduced scale of acceptance 1 and 2: 10 agents with 10 records each, 8 reference models.
+    Undefended D-PSGD run long enough to memorise: the AUC interval sits above chance, and the
+    calibrated attacks do at least as well as LOSS. DP-D-PSGD with σ = 32 (sound ε ≈ 0.7 at
+    δ = 1e-5): every interval contains 0.5 or sits just above it. At round 0 every model is the
+    public x_0, so nothing can be inferred (a null check of the whole pipeline)."""
+    long = DPSGD | {"rounds": 150, "eval_every": 150}
+    private = long | {"kind": "dp_dpsgd", "label": "DP", "noise_multiplier": 32.0, "clip": 1.0}
+    table = MIA | {"rounds": [0, 149], "non_members": 300}
+    store, _ = _run(_campaign([table], defenses=(long, private)), tmp_path)
+    rows = {(row["defense_label"], row["round"]): row["metrics"] for row in store.rows() if row["type"] == "membership"}
+    leaky, hidden = rows["D-PSGD", 149], rows["DP", 149]
+    assert leaky["loss"]["auc"] > 0.6 and leaky["loss"]["auc_ci"][0] > 0.5
+    assert max(leaky["lira"]["auc"], leaky["rmia"]["auc"]) >= leaky["loss"]["auc"]
+    for metrics in (hidden, rows["D-PSGD", 0], rows["DP", 0]):
+        for method in METHODS:
+            low, high = metrics[method]["auc_ci"]
+            assert low <= 0.5 <= high or low < 0.55, (method, metrics[method]["auc"])
+
+
+def test_a_rerun_skips_finished_membership_cells(tmp_path):
+    campaign = _campaign([MIA | {"references": 2}])
+    first, _ = _run(campaign, tmp_path)
+    lines_before = (tmp_path / "results.jsonl").read_text().splitlines()
+    _, lines = _run(campaign, tmp_path)
+    assert "3 of 3 cells already finished" in lines[0] and len(lines) == 1
+    assert (tmp_path / "results.jsonl").read_text().splitlines() == lines_before
+
+
+def test_a_diverged_target_is_a_failed_row_and_the_campaign_goes_on(tmp_path):
+    blown = DPSGD | {"label": "blown", "lr": 1e30}
+    store, lines = _run(_campaign([MIA | {"references": 2}], defenses=(blown, DPSGD)), tmp_path)
+    rows = [row for row in store.rows() if row["type"] == "membership"]
+    assert [row["defense_label"] for row in rows] == ["blown", "blown", "D-PSGD", "D-PSGD"]
+    assert rows[1]["status"].startswith("failed: ") and "non-finite" in rows[1]["status"]
+    assert rows[1]["metrics"] == {name: None for name in METHODS}
+    assert rows[3]["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("membership", "data", "expected"),
+    [
+        ({"target": "average", "rounds": [3]}, DATA, "membership[0].rounds: the 'average' target"),
+        ({"threat": "global_listener"}, DATA, "membership[0].rounds: required when target = 'intercepted'"),
+        ({"rounds": [1], "observer": 1}, DATA, "membership[0].observer: only the curious_neighbour"),
+        ({"rounds": [1], "defense": ["nope"]}, DATA, "membership[0]: no defense table labelled 'nope'"),
+        ({"rounds": [30]}, DATA, "the model view reads round 30, but 'D-PSGD' runs 30 rounds"),
+        ({"rounds": [1], "threat": "eavesdropper", "links": [[3, 4]]}, DATA, "does not hear agent 0's broadcasts"),
+        ({"rounds": [1], "rmia_samples": 900}, DATA, "the held-out split has 899 records"),
+        ({"rounds": [1], "references": 1}, DATA, "membership[0].references"),
+        ({"rounds": [1], "target": "final"}, DATA, "unknown membership target 'final'"),
+    ],
+)
+def test_bad_membership_tables_give_one_line_and_exit_2(tmp_path, capsys, membership, data, expected):
+    body = {"campaign": {"name": "t"}, "data": data, "defense": [DPSGD], "membership": [membership]}
+    path = tmp_path / "c.toml"
+    path.write_text(_toml(body))
+    code = main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and expected in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def _toml(body: dict) -> str:
+    lines = []
+    for section in ("campaign", "data"):
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in body[section].items()]
+    for table in ("defense", "membership"):
+        for entry in body[table]:
+            lines.append(f"[[{table}]]")
+            lines += [f"{k} = {json.dumps(v)}" for k, v in entry.items()]
+    return "\n".join(lines) + "\n"
