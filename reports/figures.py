@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import NullLocator  # noqa: E402
 
 
 def to_data_uri(figure: plt.Figure) -> str:
@@ -76,4 +77,72 @@ def inversion_traces(curves: dict[str, list[dict[str, Any]]], attack: str) -> st
     axis.grid(alpha=0.3, which="both")
     axis.legend(title="one line per seed; dotted: noise floor", fontsize=7, title_fontsize=7,
                 loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return to_data_uri(figure)
+
+
+def membership_roc(curves: dict[str, list[dict[str, list[float]]]], non_members: int, members: int,
+                   title: str) -> str:
+    """Membership ROC curves on log-log axes, as Carlini et al. (2022, Fig. 1 onwards) plot them so
+    that the low-FPR regime is visible: one colour per method (`curves` maps its legend label to
+    the stored ROC of each seed), one thin step line per seed, the diagonal for chance.
+
+    The stored ROC is drawn as a step function held until the next stored point, the same
+    conservative reading as the TPR at FPR in the table. The x axis starts at 1/non_members, the
+    smallest false-positive rate a threshold can have; points at zero lie off the axes."""
+    low_x = 1.0 / max(non_members, 1)
+    low_y = min(low_x, 1.0 / max(members, 1))
+    figure, axis = plt.subplots(figsize=(4.6, 4.2))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for colour, (label, rocs) in zip(palette * 4, curves.items()):
+        for k, roc in enumerate(rocs):
+            fpr = [value if value > 0 else low_x / 2 for value in roc["fpr"]]
+            tpr = [value if value > 0 else low_y / 2 for value in roc["tpr"]]
+            axis.plot(fpr, tpr, drawstyle="steps-post", color=colour, linewidth=1.0 if len(rocs) > 1 else 1.5,
+                      alpha=0.8, label=label if k == 0 else None)
+    axis.plot([low_x, 1.0], [low_x, 1.0], color="grey", linestyle="--", linewidth=0.9, label="chance")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlim(low_x, 1.0)
+    axis.set_ylim(low_y, 1.05)
+    axis.set_xlabel("false-positive rate")
+    axis.set_ylabel("true-positive rate")
+    axis.set_title(title, fontsize=9)
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(fontsize=7, loc="lower right")
+    return to_data_uri(figure)
+
+
+def membership_auc_epsilon(lines: dict[str, list[tuple[float | None, float, tuple[float, float] | None]]],
+                           edge_label: str, title: str) -> str:
+    """Membership AUC against the runs' sound ε (log axis), one line per method: each point is
+    (ε, AUC, error bar or None). Runs without a finite sound ε (ε None) sit at the right edge,
+    past a dotted break, under `edge_label`. Methods are nudged sideways so their error bars do
+    not hide each other; the ticks are the runs' own ε values."""
+    finite = sorted({eps for points in lines.values() for eps, _, _ in points if eps is not None})
+    edge = finite[-1] * 4 if finite else 1.0
+    figure, axis = plt.subplots(figsize=(6, 3.8))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for k, (colour, (method, points)) in enumerate(zip(palette * 4, lines.items())):
+        nudge = 1.06 ** (k - (len(lines) - 1) / 2)
+        placed = sorted((((edge if eps is None else eps) * nudge, auc, bar) for eps, auc, bar in points),
+                        key=lambda point: point[0])
+        x = [p[0] for p in placed]
+        y = [p[1] for p in placed]
+        below = [auc - bar[0] if bar else 0.0 for _, auc, bar in placed]
+        above = [bar[1] - auc if bar else 0.0 for _, auc, bar in placed]
+        axis.errorbar(x, y, yerr=[below, above], color=colour, marker="o", markersize=4, capsize=3,
+                      linewidth=1.2, label=method)
+    axis.axhline(0.5, color="grey", linestyle="--", linewidth=0.9, label="chance")
+    axis.set_xscale("log")
+    ticks = finite + ([edge] if any(eps is None for points in lines.values() for eps, _, _ in points) else [])
+    if finite and ticks[-1] == edge:
+        axis.axvline(math.sqrt(finite[-1] * edge), color="grey", linestyle=":", linewidth=0.8)
+    axis.set_xticks(ticks, [f"{eps:.3g}" for eps in finite] + ([edge_label] if ticks[-1:] == [edge] else []))
+    axis.xaxis.set_minor_locator(NullLocator())
+    axis.set_xlim(ticks[0] / 1.6, ticks[-1] * 1.6)
+    axis.set_xlabel("sound ε of the run (log scale)")
+    axis.set_ylabel("membership AUC")
+    axis.set_title(title, fontsize=9)
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return to_data_uri(figure)

@@ -1,10 +1,12 @@
 """The HTML audit report: rendered from a results directory alone, so any directory can be
 re-rendered, and never recomputing a finding.
 
-The results hold two kinds of rows: training rows (one per defense run and seed; rows written
-before rows had a `type` are training rows) and inversion rows (one per attack table, defense run,
-seed and attacked round). The training sections here read training rows only; the section on
-reconstruction attacks is built in `reports/inversion.py`.
+The results hold three kinds of rows: training rows (one per defense run and seed; rows written
+before rows had a `type` are training rows), inversion rows (one per attack table, defense run,
+seed and attacked round) and membership rows (one per membership table, defense run, seed and
+attacked round or final average model). The training sections here read training rows only; the
+section on reconstruction attacks is built in `reports/inversion.py`, the one on membership
+inference in `reports/membership.py`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from privaudit.errors import PrivauditError
 from privaudit.results import CAMPAIGN_FILE, ResultsStore
 from reports.figures import TRAINING_METRICS, training_curves
 from reports.inversion import inversion_section, row_type
+from reports.membership import membership_section
 
 REPORT_FILE = "report.html"
 _VERSIONED = ("privaudit", "torch", "numpy", "dp-accounting", "scikit-image", "scikit-learn")
@@ -101,6 +104,10 @@ def _provenance(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if kind == "inversion":
             what = f"{row.get('defense_label', '?')} · {row.get('label', '?')}, round {row.get('round', '?')}"
             attacked = row.get("training")
+        elif kind == "membership":
+            at = "final average model" if row.get("round") is None else f"round {row['round']}"
+            what = f"{row.get('defense_label', '?')} · {row.get('label', '?')}, {at}"
+            attacked = row.get("training")
         else:
             what, attacked = str(row.get("label", "?")), None
         wall = row.get("wall_s")
@@ -128,6 +135,7 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         summary=_summary(training),
         provenance=_provenance(rows),
         inversion=inversion_section(rows, results_dir),
+        membership=membership_section(rows),
         training_figures=[
             training_curves({label: runs for label, runs in runs.items() if metric in runs[0]["metrics"]}, metric)
             for metric in TRAINING_METRICS if any(metric in r["metrics"] for r in training)
