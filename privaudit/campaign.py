@@ -35,7 +35,7 @@ from privaudit.data import load_dataset, partition
 from privaudit.errors import ConfigError
 from privaudit.findings import attack_taps, invert, last_round_read
 from privaudit.membership_findings import (METHODS, AttackerData, attacker_data, failed, infer, last_round_needed,
-                                            membership_tap, reference_models, target_model)
+                                            membership_tap, reference_models, target_models)
 from privaudit.flatmodel import FlatModel
 from privaudit.models import build_model, model_task
 from privaudit.results import ResultsStore
@@ -390,8 +390,9 @@ def membership_rows(cells: list[MembershipCell], defense: Defense, transcript: T
     for cell in cells:
         started = time.perf_counter()
         try:
-            target = target_model(cell.table, run.kind, cell.round, transcript, final_states)
-            found = infer(cell.id, cell.table, defense.setup.model, target, references[cell.round], data, store)
+            targets = target_models(cell.table, run.kind, cell.round, transcript, final_states)
+            mine = {victim: references[cell.round, victim] for victim in cell.table.attacked}
+            found = infer(cell.id, cell.table, defense.setup.model, targets, mine, data, store)
         except (KeyError, ValueError) as error:
             found = failed(error.args[0] if error.args else str(error))
         yield {
@@ -406,7 +407,7 @@ def membership_rows(cells: list[MembershipCell], defense: Defense, transcript: T
             "setting": training.setting,
             "target": cell.table.target,
             "threat": cell.table.threat if cell.round is not None else "output",
-            "victim": cell.table.victim,
+            "victims": cell.table.attacked,
             "round": cell.round,
             "seed": training.seed,
             "references": len(seeds),

@@ -3,6 +3,7 @@
     privaudit run [CAMPAIGN.toml] [--out DIR] [--force]   run a campaign (the embedded demo by default)
     privaudit claims [CAMPAIGN.toml] [--json]              each run's claim beside its sound ε
     privaudit report RESULTS_DIR [-o FILE]                 re-render the report of a results directory
+    privaudit audit MECHANISM [--param K=V ...] [--json]   empirical DP lower bound of a mechanism vs its claim
 
 Any `PrivauditError` (bad field, missing file, unknown name) is printed on one line and exits
 with code 2; results already written stay on disk.
@@ -86,6 +87,57 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_values(items: Sequence[str]) -> dict[str, str]:
+    """`--param K=V` items as a dict; ConfigError on a malformed or repeated item."""
+    from privaudit.errors import ConfigError
+
+    params: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--param {item!r}: expected KEY=VALUE")
+        if key.strip() in params:
+            raise ConfigError(f"--param {key.strip()}: given twice")
+        params[key.strip()] = value.strip()
+    return params
+
+
+def _number(value) -> str:
+    return _cell_text(value) if not isinstance(value, str) else value
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from attacks.audit import audit
+
+    report = audit(args.mechanism, _key_values(args.param), adjacency=args.adjacency, dim=args.dim,
+                   releases=args.releases, samples=args.samples, confidence=args.confidence, delta=args.delta,
+                   seed=args.seed)
+    row = report.as_dict()
+    if args.json:
+        print(json.dumps(row, indent=2))
+        return 0
+    params = ", ".join(f"{key} = {_number(value)}" for key, value in row["params"].items())
+    print(f"{report.title} ({params}); adjacency {row['adjacency']}, dim {row['dim']}, {row['releases']} "
+          f"release(s) seen together; {row['samples']:,} samples per input, confidence {row['confidence']:g}")
+    print(f"pair: {row['pair']['label']}")
+    exact, sound = row["exact"] or {}, row["sound"]
+    print(f"  ε_LB = {_number(row['eps_lb'])} at δ = {row['delta']:g}   (exact for the pair: "
+          f"{_number(exact.get('eps'))}; sound: {_number(sound['eps'])})")
+    print(f"  δ_LB = {_number(row['delta_lb'])} at ε = {_number(row['delta_lb_eps'])}   (exact for the pair: "
+          f"{_number(exact.get('delta'))}; sound: {_number(sound['delta'])})")
+    claim = row["claim"]
+    if claim is not None:
+        print(f"claim: {claim['statement']}: {claim['equation']}")
+        for statement in claim["statements"]:
+            print(f"  the paper also states: {statement}")
+    verdict = row["verdict"]
+    print(f"verdict: {verdict['status']} — {verdict['reason']}")
+    tightness = row["tightness"]
+    print(f"tightness of the {tightness['of']} bound: {_number(tightness['sound'])} of the sound value, "
+          f"{_number(tightness['exact'])} of the pair's exact value ({row['wall_s']:.1f} s)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="privaudit", description="Audit private decentralized learning.")
     parser.add_argument("--version", action="version", version=f"privaudit {__version__}")
@@ -107,6 +159,27 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("results_dir", help="a directory holding results.jsonl")
     report.add_argument("-o", "--output", help="report file (default: RESULTS_DIR/report.html)")
     report.set_defaults(handler=_report)
+
+    audit = commands.add_parser(
+        "audit", help="empirical DP lower bounds of a mechanism, beside its claim and exact curve",
+        description="Sample the mechanism on neighbouring inputs, bound ε (at --delta) and δ (at the claim's ε) "
+        "from below at --confidence, and judge the claim: refuted / consistent / not evaluable. Mechanisms: laplace, "
+        "gaussian, rr, onebit, ternary, dpdl_cross_gradient, lt_admm_round, tvss_state, tvss_gradient.")
+    audit.add_argument("mechanism", help="the mechanism to audit (see above)")
+    audit.add_argument("--param", action="append", default=[], metavar="K=V",
+                       help="a mechanism parameter, e.g. r=100 for ternary (repeatable)")
+    audit.add_argument("--adjacency", default="l1", help="l1, l2 or linf: neighbours have ‖x − x′‖ ≤ 1 (default l1)")
+    audit.add_argument("--dim", type=int, default=1, help="input dimension (default 1)")
+    audit.add_argument("--releases", type=int, default=1,
+                       help="releases of the same input the attacker sees together (default 1)")
+    audit.add_argument("--samples", type=int,
+                       help="observations per input (default 1e6, fewer when dim × releases > 32, at least 1e4)")
+    audit.add_argument("--delta", type=float, default=1e-5,
+                       help="δ at which ε_LB is reported, and of claims that take δ as input (default 1e-5)")
+    audit.add_argument("--confidence", type=float, default=0.95, help="confidence of the bounds (default 0.95)")
+    audit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    audit.add_argument("--json", action="store_true", help="one JSON object")
+    audit.set_defaults(handler=_audit)
     return parser
 
 

@@ -203,13 +203,18 @@ class MembershipConfig(ThreatConfig):
 
     `target = "intercepted"`: the victim's model as the threat model hears it at each of `rounds`
     (`attacks.extract.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
+    `victims` pools several agents into one finding: each one's records are members against its
+    own model, and the non-members are dealt out among them, so the ROC has more members than one
+    small local dataset gives.
     The attacker's data come from the held-out split, shuffled by the seed, in three disjoint
-    parts: `non_members` (default: as many as the victim has records), `rmia_samples` population
+    parts: `non_members` (default: as many as the victims have records), `rmia_samples` population
     records for RMIA's pairwise test, and the rest (at most `reference_pool`) to train
     `references` reference models, each a run of the same defense on that data.
     """
 
     target: one_of(MEMBERSHIP_TARGETS, "membership target") = "intercepted"
+    victims: list[int] | None = Field(None, min_length=1, description="pool several victims: each one's "
+                                      "records are members against its own model (default: [victim])")
     rounds: Annotated[list[int], AfterValidator(_distinct_rounds)] | None = Field(
         None, min_length=1, description="intercepted: the rounds whose model is attacked")
     references: int = Field(8, ge=2, description="reference models (LiRA's Gaussian fit needs 2)")
@@ -225,7 +230,16 @@ class MembershipConfig(ThreatConfig):
     bootstrap: int = Field(1000, ge=0)
     confidence: float = Field(0.95, gt=0, lt=1)
 
+    @property
+    def attacked(self) -> list[int]:
+        """The victims whose records are the members."""
+        return self.victims or [self.victim]
+
     def misplaced(self) -> tuple[str, str] | None:
+        if self.victims is not None and (len(set(self.victims)) != len(self.victims) or min(self.victims) < 0):
+            return "victims", f"must be distinct agents, got {self.victims}"
+        if self.victims is not None and "victim" in self.model_fields_set:
+            return "victim", "give victim or victims, not both"
         if self.target == "intercepted" and self.rounds is None:
             return "rounds", "required when target = 'intercepted' (the rounds whose model is attacked)"
         if self.target == "average" and self.rounds is not None:

@@ -5,8 +5,9 @@ The attacker's side, in order:
 
 1. **Its data** (`attacker_data`): records from the held-out split, which no agent trains on,
    shuffled by the seed and cut into three disjoint parts: non-members to test alongside the
-   victim's records, population records z for RMIA's pairwise test, and a pool to train
-   reference models on. The victim's records are the members. The attacker sees the candidates
+   victims' records, population records z for RMIA's pairwise test, and a pool to train
+   reference models on. The victims' records are the members; each candidate is tested against
+   one victim's model (its own victim's for a member; non-members are dealt out in turn). The attacker sees the candidates
    (members and non-members mixed) without their labels; `is_member` reaches only
    `attacks.membership.membership_metrics`.
 2. **Reference models** (`reference_models`): K runs of the same defense, with the same public
@@ -68,12 +69,14 @@ _CHUNK = 1024
 
 @dataclass(frozen=True)
 class AttackerData:
-    """One membership cell's records: candidates (the victim's records, then non-members), the
-    population z and the reference pool; `is_member` is for scoring only. Member rows index the
-    training split, the other rows the held-out split."""
+    """One membership cell's records: candidates (the victims' records, then non-members), the
+    victim each candidate is tested against (`owners`), the population z and the reference pool;
+    `is_member` is for scoring only. Member rows index the training split, the other rows the
+    held-out split."""
 
     candidates_x: Tensor
     candidates_y: Tensor
+    owners: np.ndarray
     is_member: np.ndarray
     member_rows: np.ndarray
     non_member_rows: np.ndarray
@@ -95,9 +98,11 @@ def attacker_data(table: MembershipConfig, setup: Setup) -> AttackerData:
     data = setup.data
     if data.task != "classification":
         raise ValueError(f"membership inference needs a classification dataset; '{data.name}' is a {data.task} problem")
-    if not 0 <= table.victim < setup.local.n_agents:
-        raise ValueError(f"victim {table.victim} is not an agent (0..{setup.local.n_agents - 1})")
-    members = setup.local.index[table.victim, : int(setup.local.sizes[table.victim])].numpy()
+    for victim in table.attacked:
+        if not 0 <= victim < setup.local.n_agents:
+            raise ValueError(f"victim {victim} is not an agent (0..{setup.local.n_agents - 1})")
+    shards = [setup.local.index[v, : int(setup.local.sizes[v])].numpy() for v in table.attacked]
+    members = np.concatenate(shards)
     held_out = len(data.y_test)
     wanted_out = table.non_members or len(members)
     left = held_out - wanted_out - table.rmia_samples
@@ -113,9 +118,12 @@ def attacker_data(table: MembershipConfig, setup: Setup) -> AttackerData:
     pool_rows = order[wanted_out + table.rmia_samples:][: table.reference_pool or None]
     if len(pool_rows) < largest:
         raise ValueError(f"reference_pool = {len(pool_rows)} is smaller than the largest local dataset ({largest})")
+    victims = np.asarray(table.attacked)
     return AttackerData(
         candidates_x=torch.cat([data.x_train[members], data.x_test[out_rows]]),
         candidates_y=torch.cat([data.y_train[members], data.y_test[out_rows]]),
+        owners=np.concatenate([np.repeat(victims, [len(shard) for shard in shards]),
+                               victims[np.arange(len(out_rows)) % len(victims)]]),
         is_member=np.concatenate([np.ones(len(members), bool), np.zeros(len(out_rows), bool)]),
         member_rows=members,
         non_member_rows=out_rows,
@@ -141,10 +149,11 @@ def membership_tap(table: MembershipConfig, defense: str, setup: Setup) -> Tap |
         return None
     view = MODEL_VIEWS[defense]
     topology = setup.topology
-    tap = build_tap(table.threat, table.victim, topology, rounds=view_rounds(table, defense), kinds=view.kinds,
-                    observer=table.observer, links=table.links)
-    for round in table.rounds:
-        view.check(tap, table.victim, topology, round)
+    tap = build_tap(table.threat, table.attacked[0], topology, rounds=view_rounds(table, defense),
+                    kinds=view.kinds, observer=table.observer, links=table.links)
+    for victim in table.attacked:
+        for round in table.rounds:
+            view.check(tap, victim, topology, round)
     return tap
 
 
@@ -173,26 +182,28 @@ def _reference_setup(setup: Setup, data: AttackerData, seed: int) -> Setup:
 
 
 def reference_models(table: MembershipConfig, defense: str, params: DefenseParams, setup: Setup,
-                     data: AttackerData, rounds: int) -> tuple[dict[int | None, Tensor], list[int], float]:
+                     data: AttackerData, rounds: int) -> tuple[dict[tuple[int | None, int], Tensor], list[int], float]:
     """Train `table.references` reference runs; return the attacked view of each, [K, P] per
-    attacked round (key None: the final average model), their seeds and the wall time."""
+    (attacked round, victim) (round None: the final average model, the same for every victim),
+    their seeds and the wall time."""
     started = time.perf_counter()
     view = MODEL_VIEWS.get(defense)
     needed = last_round_needed(table, defense, rounds)
     seeds = [setup.seed + (k + 1) * REFERENCE_SEED_STRIDE for k in range(table.references)]
-    found: dict[int | None, list[Tensor]] = {}
+    found: dict[tuple[int | None, int], list[Tensor]] = {}
     for seed in seeds:
         reference = DEFENSES[defense](params, _reference_setup(setup, data, seed))
         taps = []
         if table.target == "intercepted":
-            links = [(table.victim, j) for j in setup.topology.neighbours(table.victim)]
+            links = [(v, j) for v in table.attacked for j in setup.topology.neighbours(v)]
             taps = [Eavesdropper(links, rounds=view_rounds(table, defense), kinds=view.kinds)]
         output = simulate(reference, needed, eval_every=needed, taps=taps)
-        if table.target == "average":
-            found.setdefault(None, []).append(output.final_states.mean(dim=0))
-            continue
-        for round in table.rounds:
-            found.setdefault(round, []).append(view.extract(output.transcripts[0], table.victim, round))
+        for victim in table.attacked:
+            if table.target == "average":
+                found.setdefault((None, victim), []).append(output.final_states.mean(dim=0))
+                continue
+            for round in table.rounds:
+                found.setdefault((round, victim), []).append(view.extract(output.transcripts[0], victim, round))
     return {key: torch.stack(models) for key, models in found.items()}, seeds, time.perf_counter() - started
 
 
@@ -210,45 +221,51 @@ def _outputs(model: FlatModel, params: Tensor, x: Tensor, y: Tensor) -> tuple[np
     return np.stack(losses), np.stack(confidences), np.stack(probabilities)
 
 
-def score_candidates(table: MembershipConfig, model: FlatModel, target: Tensor, references: Tensor,
-                     data: AttackerData) -> dict[str, np.ndarray]:
-    """LOSS, offline LiRA and RMIA scores of the candidates (higher: more likely a member);
-    ValueError when the target's or a reference's outputs are not finite."""
-    params = torch.cat([target[None].float(), references.float()])
-    loss, phi, prob = _outputs(model, params, data.candidates_x, data.candidates_y)
-    _, _, z_prob = _outputs(model, params, data.population_x, data.population_y)
-    for name, values in (("loss", loss), ("confidence", phi), ("population probability", z_prob)):
-        bad = ~np.isfinite(values).all(axis=1)
-        if bad.any():
-            which = "the target model" if bad[0] else f"reference model {int(np.argmax(bad[1:]))}"
-            raise ValueError(f"{which} gives a non-finite {name} on some records (diverged training?)")
-    return {
-        "loss": loss_scores(loss[0]),
-        "lira": lira_offline_scores(phi[0], phi[1:], fixed_variance=table.lira_variance == "global"),
-        "rmia": rmia_scores(prob[0], prob[1:], z_prob[0], z_prob[1:], gamma=table.rmia_gamma, a=table.rmia_a),
-    }
+def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[int, Tensor],
+                     references: dict[int, Tensor], data: AttackerData) -> dict[str, np.ndarray]:
+    """LOSS, offline LiRA and RMIA scores of the candidates (higher: more likely a member), each
+    candidate against its victim's target model and that victim position's reference models;
+    ValueError when a model's outputs are not finite."""
+    scores = {name: np.empty(len(data.owners)) for name in METHODS}
+    for victim, target in targets.items():
+        mine = np.flatnonzero(data.owners == victim)
+        params = torch.cat([target[None].float(), references[victim].float()])
+        loss, phi, prob = _outputs(model, params, data.candidates_x[mine], data.candidates_y[mine])
+        _, _, z_prob = _outputs(model, params, data.population_x, data.population_y)
+        for name, values in (("loss", loss), ("confidence", phi), ("population probability", z_prob)):
+            bad = ~np.isfinite(values).all(axis=1)
+            if bad.any():
+                which = (f"the target model of victim {victim}" if bad[0]
+                         else f"reference model {int(np.argmax(bad[1:]))} of victim {victim}")
+                raise ValueError(f"{which} gives a non-finite {name} on some records (diverged training?)")
+        scores["loss"][mine] = loss_scores(loss[0])
+        scores["lira"][mine] = lira_offline_scores(phi[0], phi[1:], fixed_variance=table.lira_variance == "global")
+        scores["rmia"][mine] = rmia_scores(prob[0], prob[1:], z_prob[0], z_prob[1:], gamma=table.rmia_gamma,
+                                           a=table.rmia_a)
+    return scores
 
 
 def _save_scores(store: ResultsStore, cell: str, scores: dict[str, np.ndarray], data: AttackerData) -> str:
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, is_member=data.is_member, member_rows=data.member_rows,
+    np.savez_compressed(buffer, is_member=data.is_member, owners=data.owners, member_rows=data.member_rows,
                         non_member_rows=data.non_member_rows, **scores)
     return store.write_artifact(cell, "scores.npz", buffer.getvalue())
 
 
-def target_model(table: MembershipConfig, defense: str, round: int | None, transcript: Transcript | None,
-                 final_states: Tensor) -> Tensor:
-    """The model the attacker holds: the intercepted view at `round`, or the final average."""
+def target_models(table: MembershipConfig, defense: str, round: int | None, transcript: Transcript | None,
+                  final_states: Tensor) -> dict[int, Tensor]:
+    """The model the attacker holds of each victim: the intercepted view at `round`, or the
+    final average model."""
     if round is None:
-        return final_states.mean(dim=0)
-    return MODEL_VIEWS[defense].extract(transcript, table.victim, round)
+        return {victim: final_states.mean(dim=0) for victim in table.attacked}
+    return {victim: MODEL_VIEWS[defense].extract(transcript, victim, round) for victim in table.attacked}
 
 
-def infer(cell_id: str, table: MembershipConfig, model: FlatModel, target: Tensor, references: Tensor,
-          data: AttackerData, store: ResultsStore) -> dict[str, Any]:
+def infer(cell_id: str, table: MembershipConfig, model: FlatModel, targets: dict[int, Tensor],
+          references: dict[int, Tensor], data: AttackerData, store: ResultsStore) -> dict[str, Any]:
     """Score one membership finding; its row fields (status, metrics per method, artifacts)."""
     started = time.perf_counter()
-    scores = score_candidates(table, model, target, references, data)
+    scores = score_candidates(table, model, targets, references, data)
     metrics: dict[str, MembershipMetrics] = {
         name: membership_metrics(scores[name], data.is_member, fprs=table.fprs, bootstrap=table.bootstrap,
                                  confidence=table.confidence, seed=k)

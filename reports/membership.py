@@ -368,7 +368,7 @@ class _Memberships:
                 "run": self.run_names[run],
                 "setting": _distinct(setting_text(row.get("setting") or {}) for row in rows),
                 "target": "; ".join(targets), "threat": _distinct(row.get("threat", "?") for row in rows),
-                "victim": _distinct(row.get("victim", "?") for row in rows),
+                "victim": _distinct(", ".join(map(str, row.get("victims", ["?"]))) for row in rows),
                 **{field: _distinct((row.get("data") or {}).get(field, "?") for row in rows)
                    for field in ("members", "non_members", "rmia_population")},
                 "references": _distinct(row.get("references", "?") for row in rows),

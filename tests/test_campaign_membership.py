@@ -60,11 +60,11 @@ def test_reference_runs_are_the_same_defense_with_their_own_seeds():
     defense = build_defense(cell)
     data = attacker_data(table, defense.setup)
     views, seeds, _ = reference_models(table, "dpsgd", cell.params, defense.setup, data, cell.run.rounds)
-    assert set(views) == {10, 29} and views[29].shape == (2, defense.setup.model.dim)
+    assert set(views) == {(10, 0), (29, 0)} and views[29, 0].shape == (2, defense.setup.model.dim)
     assert len(set(seeds)) == 2 and cell.seed not in seeds
-    assert not torch.equal(views[29][0], views[29][1])
+    assert not torch.equal(views[29, 0][0], views[29, 0][1])
     again, _, _ = reference_models(table, "dpsgd", cell.params, defense.setup, data, cell.run.rounds)
-    assert torch.equal(again[29], views[29])
+    assert torch.equal(again[29, 0], views[29, 0])
 
 
 def test_membership_rows_have_metrics_with_intervals_and_saved_scores(tmp_path):
@@ -141,6 +141,11 @@ def test_a_diverged_target_is_a_failed_row_and_the_campaign_goes_on(tmp_path):
         ({"rounds": [1], "rmia_samples": 900}, DATA, "the held-out split has 899 records"),
         ({"rounds": [1], "references": 1}, DATA, "membership[0].references"),
         ({"rounds": [1], "target": "final"}, DATA, "unknown membership target 'final'"),
+        ({"rounds": [1], "victims": [0, 0]}, DATA, "membership[0].victims: must be distinct agents"),
+        ({"rounds": [1], "victims": [0, 12]}, DATA, "victim 12 is not an agent (0..9)"),
+        ({"rounds": [1], "victims": [0, 5], "victim": 1}, DATA, "give victim or victims, not both"),
+        ({"rounds": [1], "victims": [0, 5], "threat": "curious_neighbour", "observer": 1},
+         DATA, "does not hear agent 5's broadcasts"),
     ],
 )
 def test_bad_membership_tables_give_one_line_and_exit_2(tmp_path, capsys, membership, data, expected):
@@ -163,3 +168,19 @@ def _toml(body: dict) -> str:
             lines.append(f"[[{table}]]")
             lines += [f"{k} = {json.dumps(v)}" for k, v in entry.items()]
     return "\n".join(lines) + "\n"
+
+
+def test_several_victims_pool_their_records_each_against_its_own_model(tmp_path):
+    table = MIA | {"threat": "global_listener", "victims": [0, 3, 7], "references": 2, "rounds": [29],
+                   "non_members": 90}
+    campaign = _campaign([table])
+    defense = build_defense(expand(campaign)[0])
+    data = attacker_data(campaign.membership[0], defense.setup)
+    sizes = defense.setup.local.sizes
+    assert data.is_member.sum() == int(sizes[0] + sizes[3] + sizes[7])
+    assert [int((data.owners[~data.is_member] == v).sum()) for v in (0, 3, 7)] == [30, 30, 30]
+    store, _ = _run(campaign, tmp_path)
+    (row,) = [row for row in store.rows() if row["type"] == "membership"]
+    assert row["status"] == "ok" and row["victims"] == [0, 3, 7] and row["data"]["members"] == 30
+    saved = np.load(tmp_path / row["artifacts"]["scores"])
+    assert sorted(set(saved["owners"].tolist())) == [0, 3, 7]

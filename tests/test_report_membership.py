@@ -57,7 +57,7 @@ def _membership_row(cell: str, training: str, run: str, *, table: str = "MIA", r
         "label": table, "defense": "dpsgd", "defense_label": run, "defense_table": run,
         "setting": {"topology": "ring", "agents": 10},
         "target": "average" if round_ is None else "intercepted",
-        "threat": "output" if round_ is None else "curious_neighbour", "victim": 0, "round": round_,
+        "threat": "output" if round_ is None else "curious_neighbour", "victims": [0], "round": round_,
         "seed": seed, "references": 8, "reference_seeds": list(range(8)), "reference_wall_s": 2.0,
         "data": {"members": 30, "non_members": non_members, "rmia_population": 200, "reference_pool": 600},
         "status": status,
