@@ -101,12 +101,27 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class AttackCell:
-    """One `[[attack]]` table on one training cell at one attacked round."""
+class FindingCell:
+    """An attack on one training cell: its id, its table's index, the training cell it attacks;
+    subclasses add the table and what they attack."""
 
     id: str
     index: int
     training: Cell
+
+    def describe(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def group(self) -> str:
+        """The id without the training seed: the seeds of one attack setting share it."""
+        return _digest(self.describe() | {"training": self.training.group})
+
+
+@dataclass(frozen=True)
+class AttackCell(FindingCell):
+    """One `[[attack]]` table on one training cell at one attacked round."""
+
     attack: AttackConfig
     scenario: str
     round: int
@@ -114,12 +129,6 @@ class AttackCell:
     @property
     def label(self) -> str:
         return self.attack.name
-
-    @property
-    def group(self) -> str:
-        """The id without the training seed: the seeds of one attack setting share it."""
-        config = self.describe() | {"training": self.training.group}
-        return _digest(config)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -135,25 +144,16 @@ class AttackCell:
 
 
 @dataclass(frozen=True)
-class MembershipCell:
+class MembershipCell(FindingCell):
     """One `[[membership]]` table on one training cell at one attacked round (None: the final
     average model)."""
 
-    id: str
-    index: int
-    training: Cell
     table: MembershipConfig
     round: int | None
 
     @property
     def label(self) -> str:
         return self.table.name
-
-    @property
-    def group(self) -> str:
-        """The id without the training seed: the seeds of one membership setting share it."""
-        config = self.describe() | {"training": self.training.group}
-        return _digest(config)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -164,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
         "audit", help="empirical DP lower bounds of a mechanism, beside its claim and exact curve",
         description="Sample the mechanism on neighbouring inputs, bound ε (at --delta) and δ (at the claim's ε) "
         "from below at --confidence, and judge the claim: refuted / consistent / not evaluable. Mechanisms: laplace, "
-        "gaussian, rr, onebit, ternary, dpdl_cross_gradient, lt_admm_round, tvss_state, tvss_gradient.")
+        "gaussian, rr, onebit, ternary, dpdl_cross_gradient, lt_admm_round, tvss_state, tvss_gradient; an unknown "
+        "--param names the mechanism's parameters.")
     audit.add_argument("mechanism", help="the mechanism to audit (see above)")
     audit.add_argument("--param", action="append", default=[], metavar="K=V",
                        help="a mechanism parameter, e.g. r=100 for ternary (repeatable)")
