@@ -1,0 +1,519 @@
+"""Empirical DP lower bounds for mechanisms: the smallest ε (or δ) that observed outputs force.
+
+A mechanism is (ε, δ)-DP for an adjacency when, for every neighbouring pair (x, x′) and every
+test S ("the output came from x′"), with FPR α = P[M(x) ∈ S] and FNR β = P[M(x′) ∉ S],
+
+    α + e^ε β ≥ 1 − δ   and   e^ε α + β ≥ 1 − δ
+
+(the hypothesis-testing form of DP: Wasserman & Zhou 2010; Kairouz, Oh & Viswanath 2015). A
+test whose rates are bounded above by ᾱ ≥ α and β̄ ≥ β therefore forces
+
+    ε ≥ ε_LB(δ) = max(log((1 − δ − β̄)/ᾱ), log((1 − δ − ᾱ)/β̄), 0)
+    δ ≥ δ_LB(ε) = max(1 − β̄ − e^ε ᾱ, 1 − ᾱ − e^ε β̄, 0)
+
+— lower bounds because they decrease in ᾱ and β̄ (Jagielski et al. 2020; Nasr et al. 2021;
+Lu et al. 2022). ᾱ and β̄ are one-sided Clopper–Pearson upper bounds, each at level
+√C, on samples of M(x) and of M(x′) drawn independently: both hold at once with probability
+≥ √C·√C = C, and then both bounds above hold — so each reported bound holds at confidence C.
+
+The test is chosen on a held-out split (`SELECT_FRACTION` of the samples) and its rates are
+counted on the fresh rest, so only that one test meets the estimation samples: comparing many
+thresholds (or pairs, or classifiers) on the held-out split needs no correction, because the
+estimation samples are independent of the choice (Bichsel et al. 2021, DP-Sniper; Lu et al.
+2022). A test is a threshold on a scalar score, either side: the mechanism's statistic (a
+sufficient statistic for the pair, summed over releases), for finite statistics the log-
+likelihood ratio of each outcome estimated on the held-out split (so the candidate sets are the
+likelihood-ratio events, ordered as the held-out counts order them), or a logistic-regression
+classifier fitted on the held-out split (DP-Sniper's learned test) when the mechanism has none.
+
+`audit` runs the whole job: the neighbour search (each candidate pair scored on pilot samples,
+the best re-estimated on fresh ones), T releases of the same input observed together, the exact
+privacy curve of the chosen pair where the mechanism's law is known (PMF → PLD), the sound bound
+over the adjacency, and a verdict on the mechanism's claim. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+from scipy.stats import beta as beta_law
+
+from attacks.mechanisms import (NORMS, ROUNDING_DECIMALS, Mechanism, MechanismClaim, Pair, Setting, Sound, build,
+                                privacy_curve)
+from privaudit.errors import ConfigError
+
+Target = Literal["eps", "delta"]
+TestKind = Literal["auto", "classifier"]
+Status = Literal["refuted", "consistent", "not evaluable"]
+
+SELECT_FRACTION = 0.25
+"""Share of each input's samples that chooses the test; the rest estimate its rates."""
+PILOT_FRACTION = 0.1
+"""Pilot samples per candidate pair, as a share of the final samples (at least `_MIN_PILOT`)."""
+_MIN_PILOT = 2_000
+_MAX_THRESHOLDS = 4096
+_CHUNK_VALUES = 1 << 22
+_CLASSIFIER_ROWS = 200_000
+_SAMPLED_VALUES = 1 << 25
+
+
+# ---------------------------------------------------------------------------------------------
+# Confidence bounds and the bounds a test forces
+
+
+def clopper_pearson_upper(successes: Any, trials: Any, level: float) -> np.ndarray:
+    """One-sided upper confidence bound at `level` on a binomial rate (Clopper & Pearson 1934):
+    the p with P(Bin(trials, p) ≤ successes) = 1 − level, i.e. the `level` quantile of
+    Beta(successes + 1, trials − successes); 1 when every trial succeeded."""
+    k = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    bound = beta_law.ppf(level, k + 1, np.maximum(n - k, 1.0))
+    return np.where(k >= n, 1.0, bound)
+
+
+def eps_lower_bound(fpr_upper: Any, fnr_upper: Any, delta: float) -> np.ndarray:
+    """ε_LB(δ) = max(log((1 − δ − β̄)/ᾱ), log((1 − δ − ᾱ)/β̄), 0) from upper bounds ᾱ, β̄ on a
+    test's FPR and FNR (module docstring)."""
+    a, b = np.asarray(fpr_upper, dtype=np.float64), np.asarray(fnr_upper, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        forward = np.log(np.maximum(1.0 - delta - b, 0.0) / a)
+        backward = np.log(np.maximum(1.0 - delta - a, 0.0) / b)
+    return np.maximum(np.nan_to_num(np.maximum(forward, backward), nan=0.0, neginf=0.0), 0.0)
+
+
+def delta_lower_bound(fpr_upper: Any, fnr_upper: Any, eps: float) -> np.ndarray:
+    """δ_LB(ε) = max(1 − β̄ − e^ε ᾱ, 1 − ᾱ − e^ε β̄, 0) (module docstring)."""
+    a, b = np.asarray(fpr_upper, dtype=np.float64), np.asarray(fnr_upper, dtype=np.float64)
+    growth = math.exp(eps)
+    return np.maximum(np.maximum(1.0 - b - growth * a, 1.0 - a - growth * b), 0.0)
+
+
+def _objective(target: Target, at: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    if target == "eps":
+        return lambda a, b: eps_lower_bound(a, b, at)
+    return lambda a, b: delta_lower_bound(a, b, at)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scores: what a test thresholds
+
+
+Scorer = Callable[[np.ndarray], np.ndarray]
+
+
+def _encode(features: list[np.ndarray]) -> list[np.ndarray]:
+    """Rows of a finite statistic → one integer per row, the same code for the same row in every
+    array: each column's values are numbered (1-D `np.unique`, far faster than rows with
+    axis=0), then combined in mixed radix. Label-free, so it tells the test nothing."""
+    joined = np.concatenate(features)
+    codes, size = np.zeros(len(joined), dtype=np.int64), 1
+    for column in joined.T:
+        values, numbers = np.unique(column, return_inverse=True)
+        codes += numbers.reshape(-1) * size
+        size *= len(values)
+    return np.split(codes, np.cumsum([len(f) for f in features])[:-1])
+
+
+def _first_column(features: np.ndarray) -> np.ndarray:
+    """A scalar statistic is its own score."""
+    return features[:, 0]
+
+
+def _likelihood_ratio_scorer(codes_x: np.ndarray, codes_xp: np.ndarray) -> Scorer:
+    """Each outcome's log P̂(x′)/P̂(x) from held-out counts (½ added to each count, so outcomes
+    seen under one input only get a large finite score); outcomes never seen score 0."""
+    seen = np.union1d(codes_x, codes_xp)
+    count_x = np.bincount(np.searchsorted(seen, codes_x), minlength=len(seen))
+    count_xp = np.bincount(np.searchsorted(seen, codes_xp), minlength=len(seen))
+    table = np.log((count_xp + 0.5) / len(codes_xp)) - np.log((count_x + 0.5) / len(codes_x))
+
+    def score(codes: np.ndarray) -> np.ndarray:
+        where = np.minimum(np.searchsorted(seen, codes), len(seen) - 1)
+        return np.where(seen[where] == codes, table[where], 0.0)
+
+    return score
+
+
+def _classifier_scorer(features_x: np.ndarray, features_xp: np.ndarray, rng: np.random.Generator) -> Scorer:
+    """DP-Sniper's learned test: logistic regression (standardised features) fitted on the
+    held-out split to tell x′ from x; its decision value is the score."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rows = min(len(features_x), len(features_xp), _CLASSIFIER_ROWS)
+    pick_x = rng.choice(len(features_x), rows, replace=False)
+    pick_xp = rng.choice(len(features_xp), rows, replace=False)
+    inputs = np.concatenate([features_x[pick_x], features_xp[pick_xp]])
+    labels = np.concatenate([np.zeros(rows), np.ones(rows)])
+    model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(inputs, labels)
+    return model.decision_function
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing a test and bounding its rates
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A lower bound on ε (at δ = `at`) or on δ (at ε = `at`) from one test, with its evidence:
+    the test says "x′" when score > threshold (orientation 1) or score ≤ threshold (orientation
+    −1); its observed rates on `samples` fresh draws per input and their Clopper–Pearson upper
+    bounds."""
+
+    target: Target
+    at: float
+    value: float
+    method: str
+    orientation: int
+    threshold: float
+    fpr: float
+    fnr: float
+    fpr_upper: float
+    fnr_upper: float
+    samples: int
+    confidence: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _threshold_grid(pooled: np.ndarray) -> np.ndarray:
+    """Candidate thresholds: every distinct held-out score when there are few, else a grid of
+    order statistics dense in both tails (where the large-ε tests live); −∞ (everything) first."""
+    values = np.unique(pooled)
+    if len(values) > _MAX_THRESHOLDS:
+        last = len(values) - 1
+        tails = np.geomspace(1, last / 2, _MAX_THRESHOLDS // 4)
+        ranks = np.concatenate([np.linspace(0, last, _MAX_THRESHOLDS // 2), tails, last - tails])
+        values = values[np.unique(ranks.astype(np.int64))]
+    return np.concatenate([[-np.inf], values])
+
+
+def _rates(scores_x: np.ndarray, scores_xp: np.ndarray, thresholds: np.ndarray,
+           orientation: int) -> tuple[np.ndarray, np.ndarray]:
+    """(false positives, false negatives) of the tests "x′ when score > t" (orientation 1) or
+    "x′ when score ≤ t" (orientation −1), for every threshold t."""
+    above_x = len(scores_x) - np.searchsorted(np.sort(scores_x), thresholds, side="right")
+    above_xp = len(scores_xp) - np.searchsorted(np.sort(scores_xp), thresholds, side="right")
+    if orientation == 1:
+        return above_x, len(scores_xp) - above_xp
+    return len(scores_x) - above_x, above_xp
+
+
+def choose_test(scores_x: np.ndarray, scores_xp: np.ndarray, target: Target, at: float,
+                confidence: float) -> tuple[int, float]:
+    """The (orientation, threshold) whose bound, computed on these held-out scores exactly as it
+    will be on the fresh ones, is largest."""
+    thresholds = _threshold_grid(np.concatenate([scores_x, scores_xp]))
+    level = math.sqrt(confidence)
+    objective = _objective(target, at)
+    best = (-1.0, 1, -np.inf)
+    for orientation in (1, -1):
+        false_pos, false_neg = _rates(scores_x, scores_xp, thresholds, orientation)
+        values = objective(clopper_pearson_upper(false_pos, len(scores_x), level),
+                           clopper_pearson_upper(false_neg, len(scores_xp), level))
+        j = int(np.argmax(values))
+        if values[j] > best[0]:
+            best = (float(values[j]), orientation, float(thresholds[j]))
+    return best[1], best[2]
+
+
+def bound_test(scores_x: np.ndarray, scores_xp: np.ndarray, orientation: int, threshold: float,
+               target: Target, at: float, confidence: float, method: str) -> Bound:
+    """The bound one fixed test gives on fresh scores: Clopper–Pearson at √confidence per rate."""
+    false_pos, false_neg = (int(v[0]) for v in _rates(scores_x, scores_xp, np.array([threshold]), orientation))
+    level = math.sqrt(confidence)
+    fpr_upper = float(clopper_pearson_upper(false_pos, len(scores_x), level))
+    fnr_upper = float(clopper_pearson_upper(false_neg, len(scores_xp), level))
+    value = float(_objective(target, at)(np.array(fpr_upper), np.array(fnr_upper)))
+    return Bound(target, at, value, method, orientation, threshold, false_pos / len(scores_x),
+                 false_neg / len(scores_xp), fpr_upper, fnr_upper, len(scores_x), confidence)
+
+
+# ---------------------------------------------------------------------------------------------
+# Observing a mechanism
+
+
+def _has_statistic(mechanism: Mechanism) -> bool:
+    return type(mechanism).statistic is not Mechanism.statistic
+
+
+def method_for(mechanism: Mechanism, dim: int, test: TestKind) -> str:
+    """Which test family an audit of `mechanism` uses: "likelihood ratio" on a finite statistic
+    (or finite outputs in dimension 1), "threshold" on a scalar statistic (or the output in
+    dimension 1), else — or when `test` asks for it — "classifier"."""
+    if test == "classifier" or not (_has_statistic(mechanism) or dim == 1):
+        return "classifier"
+    return "likelihood ratio" if mechanism.finite else "threshold"
+
+
+def _features(mechanism: Mechanism, outputs: np.ndarray, pair: Pair, method: str) -> np.ndarray:
+    """What the test sees of each release: the mechanism's statistic, or for a classifier the
+    output beside its distances to x and x′ (DP-Sniper's feature map, which holds the
+    log-likelihood ratio of Laplace and Gaussian noise as a linear function); the distances are
+    rounded for the reason `attacks.mechanisms.ROUNDING_DECIMALS` gives."""
+    if method != "classifier" and _has_statistic(mechanism):
+        return mechanism.statistic(outputs, pair)
+    if method != "classifier":
+        return outputs
+    folded = np.concatenate([np.abs(outputs - pair.x), np.abs(outputs - pair.x_prime)], axis=1)
+    return np.concatenate([outputs, np.round(folded, ROUNDING_DECIMALS)], axis=1)
+
+
+def observe(mechanism: Mechanism, pair: Pair, n: int, releases: int, rng: np.random.Generator,
+            method: str) -> tuple[np.ndarray, np.ndarray]:
+    """Features [n, k] of n observations of M(x) and of M(x′), each observation being `releases`
+    independent releases of the same input seen together (their per-release features summed:
+    every statistic here is additive over independent releases, as a log-likelihood ratio is).
+    Sampled in chunks of at most 2^22 values."""
+    rows = max(1, _CHUNK_VALUES // (releases * len(pair.x)))
+    parts: tuple[list[np.ndarray], list[np.ndarray]] = ([], [])
+    for start in range(0, n, rows):
+        count = min(rows, n - start)
+        for source, kept in zip((pair.x, pair.x_prime), parts):
+            outputs = mechanism.sample(source, count * releases, rng)
+            features = _features(mechanism, outputs, pair, method)
+            kept.append(features.reshape(count, releases, -1).sum(axis=1))
+    return np.concatenate(parts[0]), np.concatenate(parts[1])
+
+
+def lower_bounds(features_x: np.ndarray, features_xp: np.ndarray, method: str, targets: list[tuple[Target, float]],
+                 confidence: float, rng: np.random.Generator,
+                 select_fraction: float = SELECT_FRACTION) -> list[Bound]:
+    """One bound per (target, at): its test chosen on the first `select_fraction` of each
+    input's observations, its rates counted on the rest (module docstring)."""
+    if method == "likelihood ratio":
+        features_x, features_xp = _encode([features_x, features_xp])
+    held_x = max(1, int(len(features_x) * select_fraction))
+    held_xp = max(1, int(len(features_xp) * select_fraction))
+    if held_x >= len(features_x) or held_xp >= len(features_xp):
+        raise ConfigError("too few samples to hold out a split for choosing the test")
+    if method == "likelihood ratio":
+        scorer: Scorer = _likelihood_ratio_scorer(features_x[:held_x], features_xp[:held_xp])
+    elif method == "classifier":
+        scorer = _classifier_scorer(features_x[:held_x], features_xp[:held_xp], rng)
+    else:
+        scorer = _first_column
+    selected = scorer(features_x[:held_x]), scorer(features_xp[:held_xp])
+    fresh = scorer(features_x[held_x:]), scorer(features_xp[held_xp:])
+    bounds = []
+    for target, at in targets:
+        orientation, threshold = choose_test(*selected, target, at, confidence)
+        bounds.append(bound_test(*fresh, orientation, threshold, target, at, confidence, method))
+    return bounds
+
+
+def estimate(mechanism: Mechanism, pair: Pair, samples: int, releases: int, targets: list[tuple[Target, float]],
+             confidence: float, rng: np.random.Generator, test: TestKind = "auto") -> list[Bound]:
+    """The black-box estimator for one pair: `samples` observations of each input, each of
+    `releases` releases; returns one `Bound` per (target, at)."""
+    method = method_for(mechanism, len(pair.x), test)
+    features = observe(mechanism, pair, samples, releases, rng, method)
+    return lower_bounds(*features, method, targets, confidence, rng)
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdicts
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The audit's answer about one claim, with the one-sentence reason."""
+
+    status: Status
+    statement: str | None
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _compare(claimed_eps: float, claimed_delta: float, delta_bound: Bound) -> Status:
+    """Refuted when, at the claimed ε, the outputs force a δ above the claimed δ."""
+    if not math.isclose(delta_bound.at, claimed_eps):
+        raise ValueError(f"the δ bound is at ε = {delta_bound.at}, the claim at ε = {claimed_eps}")
+    return "refuted" if delta_bound.value > claimed_delta else "consistent"
+
+
+def judge(audited: MechanismClaim | None, title: str, pair: Pair, eps_bound: Bound, delta_bound: Bound) -> Verdict:
+    """Refuted / consistent / not evaluable, for the claim the mechanism states (see `_compare`).
+
+    Not evaluable when no claim is stated, when the claim needs a constant the paper never gives
+    (then a stated reading is compared, and said to be a reading), or when the pair the search
+    found lies outside the claim's adjacency (such a pair cannot refute it)."""
+    confidence = f"{delta_bound.confidence:.0%} confidence"
+    if audited is None:
+        return Verdict("not evaluable", None, f"no DP claim is stated for the {title}; the bounds stand alone")
+    statement = audited.statement
+    distance = pair.distance(audited.norm)
+    outside = (f"the most distinguishable pair found has ‖x − x′‖ = {distance:.4g} > 1 in the claim's norm, "
+               "outside the claim's adjacency")
+    if audited.unevaluable is not None:
+        reason = audited.unevaluable
+        if audited.reading is not None and distance <= 1 + 1e-9:
+            eps, delta, how = audited.reading
+            status = _compare(eps, delta, delta_bound)
+            reason += (f"; under the reading {how} it would be {status}: δ_LB = {delta_bound.value:.4g} at "
+                       f"ε = {eps:.4g} ({confidence})")
+        elif audited.reading is not None:
+            reason += f"; {outside}, so not even a reading can be compared"
+        return Verdict("not evaluable", statement, reason)
+    if distance > 1 + 1e-9:
+        return Verdict("not evaluable", statement, outside)
+    status = _compare(audited.eps, audited.delta, delta_bound)
+    measured = (f"at ε = {audited.eps:.4g} the outputs force δ ≥ {delta_bound.value:.4g} ({confidence}), "
+                f"{'above' if status == 'refuted' else 'not above'} the claimed δ = {audited.delta:.4g}")
+    if audited.eps > 0:
+        measured += (f"; ε_LB = {eps_bound.value:.4g} at δ = {eps_bound.at:.4g} against the claimed "
+                     f"ε = {audited.eps:.4g}")
+    return Verdict(status, statement, measured)
+
+
+# ---------------------------------------------------------------------------------------------
+# The audit
+
+
+def default_samples(dim: int, releases: int) -> int:
+    """10⁶ observations per input, fewer when each needs more than 32 values (dim × releases >
+    32), but at least 10⁴."""
+    return int(min(1_000_000, max(10_000, _SAMPLED_VALUES // (dim * releases))))
+
+
+def _ratio(measured: float, reference: float | None) -> float | None:
+    return measured / reference if reference is not None and 0 < reference < math.inf else None
+
+
+def _safe(value: Any) -> Any:
+    """JSON-safe: non-finite floats become the strings "inf", "-inf", "nan"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_safe(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """Everything one audit measured, beside the claim, the exact curve and the sound bound."""
+
+    mechanism: str
+    title: str
+    params: dict[str, Any]
+    adjacency: str
+    dim: int
+    releases: int
+    samples: int
+    confidence: float
+    delta: float
+    seed: int
+    eps_bound: Bound
+    delta_bound: Bound
+    pair: Pair
+    candidates: list[dict[str, Any]]
+    claim: MechanismClaim | None
+    exact: dict[str, Any] | None
+    sound: Sound
+    verdict: Verdict
+    primary: Target
+    wall_s: float
+
+    def tightness(self) -> dict[str, Any]:
+        """The bound on the mechanism's primary quantity (δ at the claim's ε for flat (0, δ)
+        curves, else ε at δ) over the sound value for the adjacency and over the exact value for
+        the pair: 1 means the audit is tight, None that the reference is unknown, 0 or infinite."""
+        of = self.primary
+        measured = self.delta_bound.value if of == "delta" else self.eps_bound.value
+        sound = self.sound.delta if of == "delta" else self.sound.eps
+        exact = None if self.exact is None else self.exact[of]
+        return {"of": of, "sound": _ratio(measured, sound), "exact": _ratio(measured, exact)}
+
+    def as_dict(self) -> dict[str, Any]:
+        claim = None
+        if self.claim is not None:
+            claim = {**self.claim.claim.as_dict(), "statement": self.claim.statement,
+                     "audited_eps": self.claim.eps, "audited_delta": self.claim.delta,
+                     "evaluable": self.claim.unevaluable is None}
+        return _safe({
+            "mechanism": self.mechanism, "params": self.params, "adjacency": self.adjacency, "dim": self.dim,
+            "releases": self.releases, "samples": self.samples, "confidence": self.confidence,
+            "delta": self.delta, "eps_lb": self.eps_bound.value, "delta_lb": self.delta_bound.value,
+            "delta_lb_eps": self.delta_bound.at, "pair": self.pair.as_dict(), "claim": claim,
+            "exact": self.exact, "sound": asdict(self.sound), "verdict": self.verdict.as_dict(),
+            "tightness": self.tightness(), "tests": {"eps": self.eps_bound.as_dict(),
+                                                     "delta": self.delta_bound.as_dict()},
+            "candidates": self.candidates, "seed": self.seed, "wall_s": self.wall_s,
+        })
+
+
+def _check(dim: int, releases: int, samples: int | None, confidence: float, delta: float) -> None:
+    if dim < 1:
+        raise ConfigError(f"--dim must be >= 1, got {dim}")
+    if releases < 1:
+        raise ConfigError(f"--releases must be >= 1, got {releases}")
+    if samples is not None and samples < 100:
+        raise ConfigError(f"--samples must be >= 100, got {samples}")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"--confidence must be in (0, 1), got {confidence}")
+    if not 0 <= delta < 1:
+        raise ConfigError(f"--delta must be in [0, 1), got {delta}")
+
+
+def search(mechanism: Mechanism, candidates: list[Pair], pilot: int, releases: int, target: tuple[Target, float],
+           confidence: float, rng: np.random.Generator, test: TestKind = "auto") -> tuple[Pair, list[dict[str, Any]]]:
+    """Neighbour search: every candidate's bound on `target` from its own `pilot` observations;
+    the best pair (the first among equals: candidates come worst case first) is returned, with
+    the table. The final bound is then estimated on fresh samples, so the choice costs nothing."""
+    if len(candidates) == 1:
+        return candidates[0], [{"label": candidates[0].label, "pilot_bound": None}]
+    table, best, best_value = [], candidates[0], -1.0
+    for pair in candidates:
+        (bound,) = estimate(mechanism, pair, pilot, releases, [target], confidence, rng, test)
+        table.append({"label": pair.label, "pilot_bound": bound.value})
+        if bound.value > best_value:
+            best, best_value = pair, bound.value
+    return best, table
+
+
+def audit(name: str, params: dict[str, Any] | None = None, *, adjacency: str = "l1", dim: int = 1,
+          releases: int = 1, samples: int | None = None, confidence: float = 0.95, delta: float = 1e-5,
+          seed: int = 0, test: TestKind = "auto") -> AuditReport:
+    """Audit mechanism `name`: search the adjacency's candidate pairs, bound ε at `delta` and δ at
+    the claim's ε (0 without one) at `confidence` from `samples` fresh observations per input
+    (`default_samples` when None), and judge the claim. ConfigError (one line) on bad input."""
+    start = time.perf_counter()
+    mechanism = build(name, params)
+    if adjacency not in NORMS:
+        raise ConfigError(f"unknown adjacency '{adjacency}' (choose from {', '.join(NORMS)})")
+    _check(dim, releases, samples, confidence, delta)
+    samples = default_samples(dim, releases) if samples is None else samples
+    setting = Setting(NORMS[adjacency], dim, releases, delta)
+    audited = mechanism.claim(setting)
+    at_eps = audited.eps if audited is not None and audited.eps is not None else 0.0
+    targets: list[tuple[Target, float]] = [("eps", delta), ("delta", at_eps)]
+    pilot_rng, final_rng = np.random.default_rng(seed).spawn(2)
+    candidates = mechanism.candidates(setting.norm, dim)
+    primary = targets[0] if mechanism.primary == "eps" else targets[1]
+    pilot = max(_MIN_PILOT, int(samples * PILOT_FRACTION))
+    pair, table = search(mechanism, candidates, pilot, releases, primary, confidence, pilot_rng, test)
+    eps_bound, delta_bound = estimate(mechanism, pair, samples, releases, targets, confidence, final_rng, test)
+    law = mechanism.law(pair)
+    exact = None
+    if law is not None:
+        curve = privacy_curve(law, releases)
+        exact = {"eps": curve.epsilon(delta), "delta": curve.delta(at_eps), "at_delta": delta, "at_eps": at_eps,
+                 "method": curve.method}
+    return AuditReport(
+        mechanism=name, title=mechanism.title, params=mechanism.params.model_dump(), adjacency=adjacency, dim=dim,
+        releases=releases, samples=samples, confidence=confidence, delta=delta, seed=seed, eps_bound=eps_bound,
+        delta_bound=delta_bound, pair=pair, candidates=table, claim=audited, exact=exact,
+        sound=mechanism.sound(setting, at_eps), verdict=judge(audited, mechanism.title, pair, eps_bound, delta_bound),
+        primary=mechanism.primary, wall_s=time.perf_counter() - start,
+    )
