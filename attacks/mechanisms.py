@@ -452,6 +452,20 @@ def _horizon_text(releases: int) -> str:
 # Textbook mechanisms
 
 
+def _pure_claim(mechanism: Mechanism, setting: Setting, adjacency: str, equation: str, reading: str) -> MechanismClaim:
+    """The textbook claim of a pure ε-DP mechanism with parameter `eps`: Tε over T releases
+    (basic composition, Dwork & Roth 2014 Thm 3.16), beside the mechanism's sound ε."""
+    eps = mechanism.params.eps
+    claimed = setting.releases * eps
+    sound = mechanism.sound(setting, claimed)
+    record = Claim(
+        defense=mechanism.name, notion="ε-DP (pure)", adjacency=adjacency, eps_claimed=claimed, eps_stated=None,
+        eps_sound=sound.eps, delta=0.0, horizon=setting.releases,
+        equation=f"{equation}; ε = {eps:g}, T = {setting.releases}", sound_method=sound.method,
+    )
+    return MechanismClaim(record, reading, claimed, 0.0, 1.0)
+
+
 class LaplaceParams(MechanismParams):
     eps: float = Field(1.0, gt=0, description="ε for ℓ1 sensitivity 1: noise scale b = 1/ε per coordinate")
 
@@ -479,17 +493,9 @@ class Laplace(Mechanism):
         return _laplace_factors(self.scale, pair.x_prime - pair.x)
 
     def claim(self, setting: Setting) -> MechanismClaim:
-        eps = self.params.eps
-        claimed = setting.releases * eps
-        sound = self.sound(setting, claimed)
-        record = Claim(
-            defense=self.name, notion="ε-DP (pure)", adjacency="‖x − x′‖₁ ≤ 1 (ℓ1 sensitivity 1)",
-            eps_claimed=claimed, eps_stated=None, eps_sound=sound.eps, delta=0.0, horizon=setting.releases,
-            equation=f"Dwork & Roth 2014, Thm 3.6: Laplace noise of scale Δ₁/ε is ε-DP; Thm 3.16: "
-                     f"T releases are Tε-DP; ε = {eps:g}, T = {setting.releases}",
-            sound_method=sound.method,
-        )
-        return MechanismClaim(record, "Thm 3.6 with basic composition", claimed, 0.0, 1.0)
+        return _pure_claim(self, setting, "‖x − x′‖₁ ≤ 1 (ℓ1 sensitivity 1)",
+                           "Dwork & Roth 2014, Thm 3.6: Laplace noise of scale Δ₁/ε is ε-DP; Thm 3.16: "
+                           "T releases are Tε-DP", "Thm 3.6 with basic composition")
 
     def sound(self, setting: Setting, at: float) -> Sound:
         reach = l1_reach(setting.norm, setting.dim)
@@ -593,17 +599,9 @@ class RandomizedResponse(Mechanism):
         return [PmfFactor(bit.lower, bit.upper, moved)] if moved else []
 
     def claim(self, setting: Setting) -> MechanismClaim:
-        eps = self.params.eps
-        claimed = setting.releases * eps
-        sound = self.sound(setting, claimed)
-        record = Claim(
-            defense=self.name, notion="ε-DP (pure)", adjacency="bit vectors differing in one bit (‖x − x′‖₁ ≤ 1)",
-            eps_claimed=claimed, eps_stated=None, eps_sound=sound.eps, delta=0.0, horizon=setting.releases,
-            equation=f"Warner 1965; Dwork & Roth 2014 §3.2: keeping a bit with probability e^ε/(1 + e^ε) is "
-                     f"ε-DP; T releases are Tε-DP (Thm 3.16); ε = {eps:g}, T = {setting.releases}",
-            sound_method=sound.method,
-        )
-        return MechanismClaim(record, "randomized response with basic composition", claimed, 0.0, 1.0)
+        return _pure_claim(self, setting, "bit vectors differing in one bit (‖x − x′‖₁ ≤ 1)",
+                           "Warner 1965; Dwork & Roth 2014 §3.2: keeping a bit with probability e^ε/(1 + e^ε) "
+                           "is ε-DP; T releases are Tε-DP (Thm 3.16)", "randomized response with basic composition")
 
     def sound(self, setting: Setting, at: float) -> Sound:
         bits = setting.dim if setting.norm == math.inf else 1
