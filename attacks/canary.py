@@ -25,8 +25,8 @@ of right guesses among the highest and lowest scored (their binomial-tail theore
 
 Neighbouring datasets: add/remove of the canary, the adjacency DP-D-PSGD's claim is for. Its code
 samples agent i's records with rate q_i = B/|D_i|, which the canary would lower by a factor
-|D_i|/(|D_i|+1); the accountant analyses one fixed q, so the world with the canary keeps the rates
-of the world without it (`_pin_rates`, the one place this module reaches into a defense).
+|D_i|/(|D_i|+1); the accountant analyses one fixed q, so the world with the canary keeps the
+sampling sizes of the world without it (`defenses.base.Setup.rate_sizes`, set by `with_records`).
 A defense joins by naming, in `SCENARIOS`, an extractor whose target is the victim's released
 single-step gradient at a known point.
 """
@@ -94,19 +94,14 @@ def with_record(setup: Setup, agent: int, canary: Canary) -> Setup:
 
 
 def with_records(setup: Setup, agent: int, x: Tensor, y: Tensor) -> Setup:
-    """`setup` with the records x [k, ...], y [k] appended to `agent`'s shard (see `with_record`)."""
+    """`setup` with the records x [k, ...], y [k] appended to `agent`'s shard (see `with_record`),
+    its sampling rates still computed from the sizes without them (module docstring)."""
     local = setup.local
     pool = len(local.x)
     shards = [local.index[i, : int(local.sizes[i])].numpy() for i in range(local.n_agents)]
     shards[agent] = np.append(shards[agent], np.arange(pool, pool + len(x)))
-    return dataclasses.replace(setup, local=LocalData(torch.cat([local.x, x]), torch.cat([local.y, y]), shards))
-
-
-def _pin_rates(defense: Defense, rates: Tensor | None) -> None:
-    """Keep a Poisson-sampling defense's per-agent rates at the world without the canary's (module
-    docstring); defenses without `rates` are left alone."""
-    if rates is not None and hasattr(defense, "rates"):
-        defense.rates = rates.clone()
+    return dataclasses.replace(setup, local=LocalData(torch.cat([local.x, x]), torch.cat([local.y, y]), shards),
+                               rate_sizes=setup.sampling_sizes)
 
 
 def released_gradients(transcript: Transcript, victim: int, scenario: str, rounds: int) -> list[Target]:
@@ -155,20 +150,18 @@ class Game:
         return SCENARIOS[self.kind]
 
 
-def build_world(game: Game, include: bool, seed: int, rates: Tensor | None = None) -> Defense:
+def build_world(game: Game, include: bool, seed: int) -> Defense:
     """The defense of one run, its randomness seeded by `seed`, the canary in the victim's data
-    when `include`, Poisson rates pinned to `rates` (those of the world without the canary)."""
+    when `include`."""
     setup = dataclasses.replace(game.setup, generator=torch.Generator().manual_seed(seed), seed=seed)
     if include:
         setup = with_record(setup, game.victim, game.canary)
-    defense = DEFENSES[game.kind](game.params, setup)
-    _pin_rates(defense, rates)
-    return defense
+    return DEFENSES[game.kind](game.params, setup)
 
 
-def play(game: Game, include: bool, seed: int, rates: Tensor | None = None) -> float:
+def play(game: Game, include: bool, seed: int) -> float:
     """One training run (`build_world`) and the attacker's score of what its tap heard."""
-    defense = build_world(game, include, seed, rates)
+    defense = build_world(game, include, seed)
     setup = defense.setup
     tap = build_tap(game.threat, game.victim, setup.topology, rounds=range(game.rounds), kinds=[Kind.MODEL])
     extractor(game.kind, game.scenario).check(tap, game.victim, setup.topology, game.rounds - 2)
@@ -180,10 +173,8 @@ def scores(game: Game, runs: int, include: bool, seed: int, side: int) -> np.nda
     """`runs` independent scores of one world, the canary in the victim's data when `include`;
     run r is seeded by (seed, side, r), so the two sides of an audit (`side` 0 and 1) never share
     a draw, even when both leave the canary out (the null audit)."""
-    reference = DEFENSES[game.kind](game.params, game.setup)
-    rates = getattr(reference, "rates", None)
     seeds = np.random.SeedSequence([seed, side]).generate_state(runs)
-    return np.array([play(game, include, int(s), rates) for s in seeds])
+    return np.array([play(game, include, int(s)) for s in seeds])
 
 
 def choose_threshold(held_out: np.ndarray, held_in: np.ndarray, delta: float, confidence: float,
@@ -366,8 +357,8 @@ def one_run_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *
                   guesses: int = 20, victim: int = 0, threat: str = "global_listener", confidence: float = 0.95,
                   delta: float | None = None, seed: int = 0, canary_scale: float = 2.0) -> dict[str, Any]:
     """Steinke et al. 2023's audit in ONE training run: `canaries` outliers, each put in the
-    victim's data with probability ½ (rates pinned to the world without any, as for the repeated
-    runs); the attacker scores each from the transcript (`canary_scores`), guesses "in" for the
+    victim's data with probability ½ (sampling rates those of the world without any, as for the
+    repeated runs); the attacker scores each from the transcript (`canary_scores`), guesses "in" for the
     `guesses` highest scores and "out" for the `guesses` lowest (k₊ = k₋ fixed in advance, so
     no correction is needed), and the count of right guesses gives ε_LB (`one_run_eps`).
     Returns a JSON-ready record like `canary_audit`'s."""
@@ -382,11 +373,9 @@ def one_run_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *
     start = time.perf_counter()
     x, y = outlier_canaries(game.setup, canaries, canary_scale, seed)
     included = torch.rand(canaries, generator=torch.Generator().manual_seed(seed + 1)) < 0.5
-    rates = getattr(DEFENSES[game.kind](game.params, game.setup), "rates", None)
     run_seed = int(np.random.SeedSequence([seed, 2]).generate_state(1)[0])
     setup = dataclasses.replace(game.setup, generator=torch.Generator().manual_seed(run_seed), seed=run_seed)
     trained = DEFENSES[game.kind](game.params, with_records(setup, victim, x[included], y[included]))
-    _pin_rates(trained, rates)
     tap = build_tap(threat, victim, setup.topology, rounds=range(game.rounds), kinds=[Kind.MODEL])
     transcript = simulate(trained, game.rounds, eval_every=game.rounds, taps=[tap]).transcripts[0]
     scored = canary_scores(setup.model, released_gradients(transcript, victim, game.scenario, game.rounds), x, y)

@@ -43,6 +43,15 @@ class Setup:
     local: LocalData
     generator: torch.Generator
     seed: int
+    rate_sizes: Tensor | None = None
+    """Local dataset sizes n_i that Poisson sampling rates q_i = B/n_i are computed from; None
+    means the actual sizes. Add/remove DP analyses one fixed q per agent, so a neighbouring world
+    with a record added (a canary audit) keeps the sizes of the world without it."""
+
+    @property
+    def sampling_sizes(self) -> Tensor:
+        """The sizes sampling rates are computed from (`rate_sizes`, else the shards' sizes)."""
+        return self.local.sizes if self.rate_sizes is None else self.rate_sizes
 
 
 class Defense(ABC):

@@ -83,7 +83,7 @@ class DPDPSGD(DPSGD):
 
     def __init__(self, params: DPDPSGDParams, setup: Setup) -> None:
         super().__init__(params, setup)
-        self.rates = (params.batch_size / setup.local.sizes.to(torch.float32)).clamp(max=1.0)
+        self.rates = (params.batch_size / setup.sampling_sizes.to(torch.float32)).clamp(max=1.0)
 
     def local_gradients(self) -> tuple[Tensor, list[Tensor]]:
         p = self.params
