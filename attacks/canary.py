@@ -48,7 +48,7 @@ from attacks.audit import SELECT_FRACTION, bound_test, clopper_pearson_upper
 from attacks.extract import Target, extractor
 from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams, Setup
-from privaudit.campaign import build_setup, expand
+from privaudit.campaign import Cell, build_setup, expand
 from privaudit.config import parse_campaign
 from privaudit.errors import ConfigError
 from privaudit.flatmodel import FlatModel
@@ -232,7 +232,14 @@ def build_game(defense: dict[str, Any], data: dict[str, Any] | None = None, *, v
     cells = expand(campaign)
     if len(cells) != 1:
         raise ConfigError(f"a canary audit runs one configuration; the defense table expands to {len(cells)}")
-    cell = cells[0]
+    return game_for_cell(cells[0], victim=victim, threat=threat, canary_label=canary_label,
+                         canary_scale=canary_scale)
+
+
+def game_for_cell(cell: Cell, *, victim: int = 0, threat: str = "global_listener", canary_label: int = 0,
+                  canary_scale: float = 2.0) -> Game:
+    """The game of one campaign training cell (its data, run shape, hyperparameters and seed);
+    every problem is a one-line ConfigError."""
     if cell.run.kind not in SCENARIOS:
         raise ConfigError(f"no canary audit for defense '{cell.run.kind}' (known: {', '.join(sorted(SCENARIOS))})")
     if cell.run.rounds < 2:
@@ -247,24 +254,30 @@ def build_game(defense: dict[str, Any], data: dict[str, Any] | None = None, *, v
     except ValueError as error:
         raise ConfigError(f"canary audit: {error}") from None
     return Game(setup, cell.run.kind, cell.params, cell.run.rounds, victim, threat,
-                outlier_canary(setup, canary_label, canary_scale, seed))
+                outlier_canary(setup, canary_label, canary_scale, cell.seed))
 
 
 def canary_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *, runs: int = 200,
                  victim: int = 0, threat: str = "global_listener", confidence: float = 0.95,
                  delta: float | None = None, seed: int = 0, canary_label: int = 0, canary_scale: float = 2.0,
                  null: bool = False) -> dict[str, Any]:
-    """The repeated-runs canary audit of one defense configuration: `runs` runs per world, ε_LB at
-    δ (the defense's δ, else `DEFAULT_DELTA`) with `confidence`, beside the defense's claimed and
-    sound ε. `null` runs the canary-free world on both sides (the attacker still scores against
-    the canary): a calibration whose ε_LB must be 0 but for a (1 − confidence) chance.
-    Returns a JSON-ready record."""
+    """The repeated-runs canary audit of one defense configuration (`build_game`, then
+    `audit_game`)."""
+    game = build_game(defense, data, victim=victim, threat=threat, seed=seed, canary_label=canary_label,
+                      canary_scale=canary_scale)
+    return audit_game(game, runs=runs, confidence=confidence, delta=delta, seed=seed, null=null)
+
+
+def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: float | None = None,
+               seed: int = 0, null: bool = False) -> dict[str, Any]:
+    """`runs` runs per world, ε_LB at δ (the defense's δ, else `DEFAULT_DELTA`) with `confidence`,
+    beside the defense's claimed and sound ε. `null` runs the canary-free world on both sides (the
+    attacker still scores against the canary): a calibration whose ε_LB must be 0 but for a
+    (1 − confidence) chance. Returns a JSON-ready record."""
     if runs < _MIN_RUNS:
         raise ConfigError(f"runs must be >= {_MIN_RUNS} per world (a quarter chooses the test), got {runs}")
     if not 0 < confidence < 1:
         raise ConfigError(f"confidence must lie in (0, 1), got {confidence}")
-    game = build_game(defense, data, victim=victim, threat=threat, seed=seed, canary_label=canary_label,
-                      canary_scale=canary_scale)
     claim = DEFENSES[game.kind](game.params, game.setup).claim(game.rounds)
     delta = delta if delta is not None else (claim.delta if claim.delta is not None else DEFAULT_DELTA)
     if not 0 < delta < 1:
@@ -281,9 +294,9 @@ def canary_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *,
         "agents": game.setup.topology.n,
         "topology": game.setup.topology.name,
         "model": game.setup.model_name,
-        "victim": victim,
-        "victim_records": int(game.setup.local.sizes[victim]),
-        "threat": threat,
+        "victim": game.victim,
+        "victim_records": int(game.setup.local.sizes[game.victim]),
+        "threat": game.threat,
         "null": null,
         "runs_per_side": runs,
         "select_fraction": SELECT_FRACTION,
