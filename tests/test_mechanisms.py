@@ -208,3 +208,11 @@ def test_bad_mechanism_or_parameter_is_a_one_line_error(name, params, expected):
     with pytest.raises(ConfigError) as error:
         build(name, params)
     assert str(error.value).startswith(expected) and "\n" not in str(error.value)
+
+
+def test_a_defense_release_names_a_registered_defense():
+    from defenses import DEFENSES
+
+    named = {name: cls.defense for name, cls in MECHANISMS.items() if cls.defense is not None}
+    assert set(named) == {"ternary", "dpdl_cross_gradient", "lt_admm_round", "tvss_state", "tvss_gradient"}
+    assert set(named.values()) <= set(DEFENSES)

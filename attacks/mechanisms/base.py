@@ -34,6 +34,9 @@ class Mechanism(ABC):
     finite: ClassVar[bool] = False
     primary: ClassVar[Literal["eps", "delta"]] = "eps"
     """Which bound the neighbour search maximises: ε at δ, or δ at the claim's ε (flat curves)."""
+    defense: ClassVar[str | None] = None
+    """The defense (`defenses.DEFENSES` name) whose single release this is, if any: the report
+    sets the audit beside that defense's runs."""
 
     def __init__(self, params: MechanismParams) -> None:
         self.params = params

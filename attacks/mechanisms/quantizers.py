@@ -121,6 +121,7 @@ class Ternary(Mechanism):
     """
 
     name = "ternary"
+    defense = "ternary"
     title = "ternary quantizer (Wang & Başar, seed 004)"
     Params = TernaryParams
     finite = True

@@ -51,6 +51,7 @@ class CrossGradient(Mechanism):
     """
 
     name = "dpdl_cross_gradient"
+    defense = "dpdl"
     title = "DPDL cross-gradient release (seed 000)"
     Params = CrossGradientParams
 
@@ -124,6 +125,7 @@ class AdmmRound(Mechanism):
     """
 
     name = "lt_admm_round"
+    defense = "lt_admm_dp"
     title = "LT-ADMM-DP round (seed 002)"
     Params = RoundParams
 
@@ -315,6 +317,7 @@ class NoisyState(_NoisyRelease):
     """
 
     name = "tvss_state"
+    defense = "tvss_output"
     title = "Wang & Zhang Alg. 1 noisy state y_{i,1} (seed 003)"
     Params = StateParams
     statement = "Lemma 1 + Theorem 1, term k = 1"
@@ -341,6 +344,7 @@ class NoisyGradient(_NoisyRelease):
     attained; Theorem 5's summand is C/(γ_k σ_k)."""
 
     name = "tvss_gradient"
+    defense = "tvss_gradient"
     title = "Wang & Zhang Alg. 2 noisy gradient (seed 003)"
     Params = GradientParams
     statement = "Theorem 5, term k"
