@@ -8,7 +8,7 @@ OUT ?= results/demo
 # pytest exits 5 when it collects no test; that is not a failure of the suite.
 PYTEST = $(BIN)/python -m pytest
 
-.PHONY: demo test test-slow bench install clean
+.PHONY: demo test test-slow test-browser bench install clean
 
 install: $(STAMP)
 
@@ -28,6 +28,18 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PYTEST) -q -m slow; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+
+# The browser check: open the demo report (run the demo when its results are missing, re-render it
+# from them otherwise) in headless Chromium, installing Debian's chromium when missing.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+$(OUT)/results.jsonl: | $(STAMP)
+	$(BIN)/privaudit run --out $(OUT) --quiet
+
+test-browser: $(STAMP) $(OUT)/results.jsonl
+	command -v chromium >/dev/null || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
+	$(BIN)/privaudit report $(OUT)
+	$(BIN)/python -m reports.browser_check $(OUT)/report.html --screenshot $(OUT)/report.png
 
 $(VENV)/.installed-bench: pyproject.toml | $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

@@ -16,6 +16,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullLocator  # noqa: E402
 
 
+def plain(text: str) -> str:
+    """A label from a campaign as matplotlib must receive it to draw it literally: every "$"
+    escaped, so that a pair of them does not start mathtext (which would fail to parse, or draw
+    something other than the label). The log axes' own tick labels still use mathtext."""
+    return str(text).replace("$", r"\$")
+
+
 def to_data_uri(figure: plt.Figure) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
@@ -39,7 +46,7 @@ def training_curves(runs: dict[str, list[dict[str, Any]]], metric: str) -> str:
     for colour, (label, rows) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4, runs.items()):
         for k, row in enumerate(rows):
             rounds = [point["round"] for point in row["history"]]
-            axis.plot(rounds, [p[metric] for p in row["history"]], color=colour, label=label if k == 0 else None)
+            axis.plot(rounds, [p[metric] for p in row["history"]], color=colour, label=plain(label) if k == 0 else None)
             axis.plot(rounds, [p[agents_metric] for p in row["history"]], color=colour, linestyle="--", alpha=0.5)
     axis.set_xlabel("round")
     axis.set_ylabel(ylabel)
@@ -66,14 +73,15 @@ def inversion_traces(curves: dict[str, list[dict[str, Any]]], attack: str) -> st
             points = [(p["iteration"], p["mse"]) for p in row["trace"]
                       if p.get("mse") is not None and math.isfinite(p["mse"]) and p["mse"] > 0]
             if points:
-                axis.plot(*zip(*points), color=colour, linewidth=0.9, alpha=0.75, label=label if k == 0 else None)
+                axis.plot(*zip(*points), color=colour, linewidth=0.9, alpha=0.75,
+                          label=plain(label) if k == 0 else None)
         floors = [row["baseline"]["mse"] for row in rows if (row.get("baseline") or {}).get("mse")]
         if floors:
             axis.axhline(statistics.median(floors), color=colour, linestyle=":", linewidth=1)
     axis.set_xlabel("attack iteration")
     axis.set_ylabel("MSE to the original")
     axis.set_yscale("log")
-    axis.set_title(f"MSE of the reconstruction over attack iterations: {attack}", fontsize=10)
+    axis.set_title(plain(f"MSE of the reconstruction over attack iterations: {attack}"), fontsize=10)
     axis.grid(alpha=0.3, which="both")
     axis.legend(title="one line per seed; dotted: noise floor", fontsize=7, title_fontsize=7,
                 loc="center left", bbox_to_anchor=(1.01, 0.5))
@@ -98,7 +106,7 @@ def membership_roc(curves: dict[str, list[dict[str, list[float]]]], non_members:
             fpr = [value if value > 0 else low_x / 2 for value in roc["fpr"]]
             tpr = [value if value > 0 else low_y / 2 for value in roc["tpr"]]
             axis.plot(fpr, tpr, drawstyle="steps-post", color=colour, linewidth=1.0 if len(rocs) > 1 else 1.5,
-                      alpha=0.8, label=label if k == 0 else None)
+                      alpha=0.8, label=plain(label) if k == 0 else None)
     axis.plot([low_x, 1.0], [low_x, 1.0], color="grey", linestyle="--", linewidth=0.9, label="chance")
     axis.set_xscale("log")
     axis.set_yscale("log")
@@ -106,7 +114,7 @@ def membership_roc(curves: dict[str, list[dict[str, list[float]]]], non_members:
     axis.set_ylim(low_y, 1.05)
     axis.set_xlabel("false-positive rate")
     axis.set_ylabel("true-positive rate")
-    axis.set_title(title, fontsize=9)
+    axis.set_title(plain(title), fontsize=9)
     axis.grid(alpha=0.3, which="both")
     axis.legend(fontsize=7, loc="lower right")
     return to_data_uri(figure)
@@ -131,18 +139,39 @@ def membership_auc_epsilon(lines: dict[str, list[tuple[float | None, float, tupl
         below = [auc - bar[0] if bar else 0.0 for _, auc, bar in placed]
         above = [bar[1] - auc if bar else 0.0 for _, auc, bar in placed]
         axis.errorbar(x, y, yerr=[below, above], color=colour, marker="o", markersize=4, capsize=3,
-                      linewidth=1.2, label=method)
+                      linewidth=1.2, label=plain(method))
     axis.axhline(0.5, color="grey", linestyle="--", linewidth=0.9, label="chance")
     axis.set_xscale("log")
     ticks = finite + ([edge] if any(eps is None for points in lines.values() for eps, _, _ in points) else [])
     if finite and ticks[-1] == edge:
         axis.axvline(math.sqrt(finite[-1] * edge), color="grey", linestyle=":", linewidth=0.8)
-    axis.set_xticks(ticks, [f"{eps:.3g}" for eps in finite] + ([edge_label] if ticks[-1:] == [edge] else []))
+    axis.set_xticks(ticks, [f"{eps:.3g}" for eps in finite] + ([plain(edge_label)] if ticks[-1:] == [edge] else []))
     axis.xaxis.set_minor_locator(NullLocator())
     axis.set_xlim(ticks[0] / 1.6, ticks[-1] * 1.6)
     axis.set_xlabel("sound ε of the run (log scale)")
     axis.set_ylabel("membership AUC")
-    axis.set_title(title, fontsize=9)
+    axis.set_title(plain(title), fontsize=9)
     axis.grid(alpha=0.3)
+    axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return to_data_uri(figure)
+
+
+def audit_curve(points: list[tuple[float, float]], references: dict[str, float], ylabel: str, title: str) -> str:
+    """An audit's lower bound against the samples it drew (log x), as auditing papers show a
+    bound tightening with more observations: the bound as points joined by a line, and a
+    horizontal line at each reference value it is to be compared with (`references` maps its
+    legend label — "exact for the pair", "sound", "claimed" — to the value)."""
+    figure, axis = plt.subplots(figsize=(5.6, 3.4))
+    samples, bounds = zip(*sorted(points))
+    axis.plot(samples, bounds, marker="o", markersize=4, color="#1f6feb", label="lower bound")
+    styles = {"exact for the pair": ("black", "--"), "sound": ("#2da44e", ":"), "claimed": ("#cf222e", "-.")}
+    for label, value in references.items():
+        colour, line = styles.get(label, ("grey", "--"))
+        axis.axhline(value, color=colour, linestyle=line, linewidth=1.1, label=f"{label}: {value:.3g}")
+    axis.set_xscale("log")
+    axis.set_xlabel("samples (log scale)")
+    axis.set_ylabel(ylabel)
+    axis.set_title(plain(title), fontsize=9)
+    axis.grid(alpha=0.3, which="both")
     axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return to_data_uri(figure)

@@ -1,30 +1,38 @@
 """The HTML audit report: rendered from a results directory alone, so any directory can be
 re-rendered, and never recomputing a finding.
 
-The results hold three kinds of rows: training rows (one per defense run and seed; rows written
+The results hold four kinds of rows: training rows (one per defense run and seed; rows written
 before rows had a `type` are training rows), inversion rows (one per attack table, defense run,
-seed and attacked round) and membership rows (one per membership table, defense run, seed and
-attacked round or final average model). The training sections here read training rows only; the
-section on reconstruction attacks is built in `reports/inversion.py`, the one on membership
-inference in `reports/membership.py`.
+seed and attacked round), membership rows (one per membership table, defense run, seed and
+attacked round or final average model) and audit rows (one per audit table and seed). The page
+opens with the verdicts (`reports/verdicts.py`), then the evidence: the claims and training
+sections here (training rows only), reconstruction attacks (`reports/inversion.py`), membership
+inference (`reports/membership.py`), empirical audits (`reports/audits.py`), and the provenance of
+every cell.
+
+Every string from a campaign or a row reaches the page through Jinja's autoescape (no `|safe`, no
+`Markup` anywhere); figures are PNG images, so labels drawn in them are pixels, not markup.
 """
 
 from __future__ import annotations
 
 import platform
+import tomllib
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from statistics import mean, pstdev
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment, PackageLoader
 
 from privaudit.errors import PrivauditError
 from privaudit.results import CAMPAIGN_FILE, ResultsStore
+from reports.audits import audit_section
 from reports.figures import TRAINING_METRICS, training_curves
 from reports.inversion import inversion_section, row_type
 from reports.membership import membership_section
+from reports.verdicts import verdict_section
 
 REPORT_FILE = "report.html"
 _VERSIONED = ("privaudit", "torch", "numpy", "dp-accounting", "scikit-image", "scikit-learn")
@@ -71,9 +79,15 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "rounds": runs[0]["config"]["run"]["rounds"],
             "topology": f"{runs[0]['config']['run']['topology']} × {runs[0]['config']['run']['agents']}",
             "messages": runs[0]["messages"],
-            "wall_s": f"{mean(r['wall_s'] for r in runs):.1f}",
+            "wall_s": _mean_wall(runs),
         })
     return table
+
+
+def _mean_wall(runs: list[dict[str, Any]]) -> str:
+    """Mean wall time per seed, "—" when a seed's row stored none."""
+    walls = [_wall(row) for row in runs]
+    return "—" if any(w is None for w in walls) else f"{mean(walls):.1f}"
 
 
 def _spread(values: list[float], digits: str) -> str:
@@ -96,11 +110,19 @@ def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g}"
 
 
-def _provenance(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every cell of the results, training and attack alike, in the order they finished."""
+def _wall(row: dict[str, Any]) -> float | None:
+    wall = row.get("wall_s")
+    return float(wall) if isinstance(wall, (int, float)) and not isinstance(wall, bool) else None
+
+
+def _provenance(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every cell of the results, training, attack and audit alike, in the order they finished,
+    with its seed, status, wall time and the privaudit version that wrote it; the total wall time
+    and the cells that stored none."""
     listed = []
     for row in rows:
         kind = row_type(row)
+        attacked = None
         if kind == "inversion":
             what = f"{row.get('defense_label', '?')} · {row.get('label', '?')}, round {row.get('round', '?')}"
             attacked = row.get("training")
@@ -108,14 +130,33 @@ def _provenance(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             at = "final average model" if row.get("round") is None else f"round {row['round']}"
             what = f"{row.get('defense_label', '?')} · {row.get('label', '?')}, {at}"
             attacked = row.get("training")
+        elif kind == "audit":
+            what = f"{row.get('label', '?')} · {row.get('subject', '?')} ({row.get('kind', '?')} audit)"
         else:
-            what, attacked = str(row.get("label", "?")), None
-        wall = row.get("wall_s")
+            what = str(row.get("label", "?"))
+        wall = _wall(row)
         listed.append({
             "cell": row["cell"], "type": kind, "what": what, "attacked": attacked, "seed": row.get("seed"),
             "status": row.get("status", ""), "wall_s": "—" if wall is None else f"{wall:.1f}",
+            "version": str(row.get("version", "—")),
         })
-    return listed
+    walls = [_wall(row) for row in rows]
+    return {"cells": listed, "total_s": f"{sum(w for w in walls if w is not None):.1f}",
+            "untimed": sum(w is None for w in walls)}
+
+
+def _campaign(path: Path) -> dict[str, str]:
+    """The kept campaign file's text, name and description (read as TOML, not validated: the
+    report shows what was run, whatever the current schema says)."""
+    if not path.exists():
+        return {"text": "(campaign file not kept)", "name": "", "description": ""}
+    text = path.read_text(encoding="utf-8")
+    try:
+        header = tomllib.loads(text).get("campaign") or {}
+    except tomllib.TOMLDecodeError:
+        header = {}
+    header = header if isinstance(header, dict) else {}
+    return {"text": text, "name": str(header.get("name", "")), "description": str(header.get("description", ""))}
 
 
 def render_report(results_dir: str | Path, output: str | Path | None = None) -> Path:
@@ -125,17 +166,18 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
     if not rows:
         raise PrivauditError(f"no results in {results_dir} (expected {results_dir / 'results.jsonl'})")
     training = [row for row in rows if row_type(row) == "training"]
-    campaign_path = results_dir / CAMPAIGN_FILE
-    environment = Environment(loader=PackageLoader("reports"), autoescape=select_autoescape(["html"]))
+    environment = Environment(loader=PackageLoader("reports"), autoescape=True)
     environment.filters["num"] = _number
     runs = runs_of(training)
     html = environment.get_template("report.html").render(
-        campaign_text=campaign_path.read_text() if campaign_path.exists() else "(campaign file not kept)",
+        campaign=_campaign(results_dir / CAMPAIGN_FILE),
         results_dir=str(results_dir),
+        verdicts=verdict_section(rows, runs),
         summary=_summary(training),
         provenance=_provenance(rows),
         inversion=inversion_section(rows, results_dir),
         membership=membership_section(rows),
+        audits=audit_section(rows),
         training_figures=[
             training_curves({label: runs for label, runs in runs.items() if metric in runs[0]["metrics"]}, metric)
             for metric in TRAINING_METRICS if any(metric in r["metrics"] for r in training)

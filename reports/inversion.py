@@ -139,38 +139,40 @@ class _Inversions:
         return [v for v in (_value(row, metric, source) for row in self.ok(cell)) if v is not None]
 
     def lead(self) -> list[str]:
-        """Per attack name, the (setting, round) where the attack did best — highest median PSNR
-        over seeds — against the median noise floor of the same attempts."""
-        lines = []
-        for name in self.names:
-            attempts = [row for (n, _, _), cell in self.cells.items() if n == name for row in cell]
-            lost = sum(failed(row) for row in attempts)
-            lost_text = f" {lost} of {len(attempts)} attempts failed." if lost else ""
-            best: tuple[float, str, Any, list[dict[str, Any]]] | None = None
-            for (n, key, round_), cell in self.cells.items():
-                psnr = self.scores(cell, "psnr")
-                if n == name and psnr and (best is None or median(psnr) > best[0]):
-                    best = (median(psnr), key, round_, cell)
-            if best is None:
-                lines.append(f"{name}: no attempt produced a reconstruction.{lost_text}")
-                continue
-            value, key, round_, cell = best
-            seeds = len(self.scores(cell, "psnr"))
-            where = f"{setting_text(self.settings[key])}, round {round_}, {seeds} seed{'s' if seeds > 1 else ''}"
-            floor = self.scores(cell, "psnr", "baseline")
-            ssim = self.scores(cell, "ssim")
-            ssim_text = f", SSIM {median(ssim):.2f}" if ssim else ""
-            if not floor:
-                verdict = "no noise floor stored to compare with"
-            elif value > median(floor):
-                gap = "∞" if math.isinf(value) else f"{value - median(floor):.1f}"
-                verdict = (f"{gap} dB above the noise floor ({_db(median(floor))}): the reconstructions are "
-                           "closer to the originals than an unrelated training image is")
-            else:
-                verdict = (f"not above the noise floor ({_db(median(floor))}): no closer to the originals "
-                           "than an unrelated training image")
-            lines.append(f"{name}: best median PSNR {_db(value)}{ssim_text} ({where}), {verdict}.{lost_text}")
-        return lines
+        """Per attack name, its strongest result in words (see `headline`)."""
+        return [self.headline(name) for name in self.names]
+
+    def headline(self, name: str | None = None) -> str:
+        """The (setting, round) where attack `name` did best — highest median PSNR over seeds —
+        against the median noise floor of the same attempts; the best of every attack when `name`
+        is None."""
+        chosen = {key: cell for key, cell in self.cells.items() if name is None or key[0] == name}
+        attempts = [row for cell in chosen.values() for row in cell]
+        lost = sum(failed(row) for row in attempts)
+        lost_text = f" {lost} of {len(attempts)} attempts failed." if lost else ""
+        best: tuple[float, str, str, Any, list[dict[str, Any]]] | None = None
+        for (n, key, round_), cell in chosen.items():
+            psnr = self.scores(cell, "psnr")
+            if psnr and (best is None or median(psnr) > best[0]):
+                best = (median(psnr), n, key, round_, cell)
+        if best is None:
+            return f"{name or 'every attack'}: no attempt produced a reconstruction.{lost_text}"
+        value, n, key, round_, cell = best
+        seeds = len(self.scores(cell, "psnr"))
+        where = f"{setting_text(self.settings[key])}, round {round_}, {seeds} seed{'s' if seeds > 1 else ''}"
+        floor = self.scores(cell, "psnr", "baseline")
+        ssim = self.scores(cell, "ssim")
+        ssim_text = f", SSIM {median(ssim):.2f}" if ssim else ""
+        if not floor:
+            verdict = "no noise floor stored to compare with"
+        elif value > median(floor):
+            gap = "∞" if math.isinf(value) else f"{value - median(floor):.1f}"
+            verdict = (f"{gap} dB above the noise floor ({_db(median(floor))}): the reconstructions are "
+                       "closer to the originals than an unrelated training image is")
+        else:
+            verdict = (f"not above the noise floor ({_db(median(floor))}): no closer to the originals "
+                       "than an unrelated training image")
+        return f"{n}: best median PSNR {_db(value)}{ssim_text} ({where}), {verdict}.{lost_text}"
 
     def attacks(self) -> list[dict[str, Any]]:
         """What each attack name inverted, under which threat model, and how its attempts ended."""
@@ -283,3 +285,16 @@ def inversion_section(rows: list[dict[str, Any]], results_dir: Path) -> dict[str
         "failures": found.failures(), "grids": found.grids(), "lpips_notes": found.lpips_notes(),
         "traces": found.trace_figures(),
     }
+
+
+def strongest_reconstructions(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Per attacked defense run (the training rows' `group`, all seeds alike), the section's
+    headline of its strongest reconstruction, for the verdicts; runs without inversion rows are
+    absent. Inversion rows whose training row is missing are left out: their run is unknown."""
+    group_of = {row["cell"]: row.get("group") for row in rows if row_type(row) == "training"}
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        group = group_of.get(str(row.get("training")))
+        if row_type(row) == "inversion" and group is not None:
+            by_run.setdefault(group, []).append(row)
+    return {group: _Inversions(attacked, Path(".")).headline() for group, attacked in by_run.items()}

@@ -277,16 +277,32 @@ class _Memberships:
     def lead(self) -> list[str]:
         return [self._lead_line(table, run) for table in self.tables for run in self.runs(table)]
 
-    def _lead_line(self, table: str, run: str) -> str:
+    def _candidates(self, table: str, run: str) -> list[tuple[str, Any, list[dict[str, Any]]]]:
+        """Every (method, attacked round, cell) of one run in one table with an AUC to compare."""
+        cells = [(round_, self.cells[(table, run, round_)]) for round_ in self.rounds(table, run)]
+        return [(method, round_, cell) for round_, cell in cells for method in _methods(cell)
+                if _Entry(cell, method, "auc").values]
+
+    def strongest(self, run: str) -> str:
+        """The lead line of the table where `run` was attacked hardest (highest mean AUC), without
+        the run's privacy (the verdict beside it states that); the tables compared are named."""
+        tables = [table for table in self.tables if run in self.runs(table)]
+        best = max(tables, key=lambda table: max((_Entry(c[2], c[0], "auc").center()
+                                                   for c in self._candidates(table, run)), default=-math.inf))
+        line = self._lead_line(best, run, with_privacy=False)
+        if len(tables) > 1:
+            line += f" The strongest of {len(tables)} membership tables on this run."
+        return line
+
+    def _lead_line(self, table: str, run: str, with_privacy: bool = True) -> str:
         """The strongest attack (highest mean AUC) on one run, in words, against chance."""
         name = self.run_names[run]
         cells = [(round_, self.cells[(table, run, round_)]) for round_ in self.rounds(table, run)]
         attempts = [row for _, cell in cells for row in cell]
         lost = sum(failed(row) for row in attempts)
         lost_text = f" {lost} of {len(attempts)} cells failed." if lost else ""
-        privacy = f" Privacy of the run: {self.privacy[run].text()}."
-        candidates = [(method, round_, cell) for round_, cell in cells for method in _methods(cell)
-                      if _Entry(cell, method, "auc").values]
+        privacy = f" Privacy of the run: {self.privacy[run].text()}." if with_privacy else ""
+        candidates = self._candidates(table, run)
         if not candidates:
             return f"{table} on {name}: every cell failed (reasons below).{privacy}"
         method, round_, cell = max(candidates, key=lambda c: _Entry(c[2], c[0], "auc").center())
@@ -473,3 +489,15 @@ def membership_section(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
                    for table in found.tables],
         "failures": found.failures(),
     }
+
+
+def strongest_memberships(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """Per attacked defense run (the training rows' `group`), the lead line of its strongest
+    membership attack, for the verdicts; runs without membership rows are absent, and so are
+    membership rows whose training row is missing (their run is unknown)."""
+    training = {row["cell"]: row for row in rows if row_type(row) == "training"}
+    attacked = [row for row in rows if row_type(row) == "membership" and str(row.get("training")) in training]
+    if not attacked:
+        return {}
+    found = _Memberships(attacked, training)
+    return {run: found.strongest(run) for run in dict.fromkeys(found.run_of.values())}

@@ -1,0 +1,312 @@
+"""The verdicts the report opens with: per defense run and per audited claim, the claim (the
+paper's equation, the ε it states beside the ε privaudit recomputes from it, δ, horizon), the
+sound ε, the strongest empirical lower bound with its confidence, the tightness, and a status in
+plain words.
+
+Statuses, from the worst finding down, each claimed only as far as the rows show it:
+
+- **refuted**: an audit's verdict is "refuted" (its lower bound exceeds the claim);
+- **understated**: the claim's ε (or δ) is below the sound accountant's for the mechanism the code
+  runs — an accounting finding, not an attack;
+- **no privacy**: the defense claims none; the strongest leakage the attacks found is quoted from
+  their own sections' leads (`reports/inversion.py`, `reports/membership.py`);
+- **consistent**: audited, and no audit refutes the claim (a lower bound never proves a claim);
+- **not evaluable**: every audit says it cannot judge the claim, and why;
+- **not audited**: a claim without an empirical bound in these results;
+- **failed**: an audit of its own whose every attempt failed.
+
+Audit rows reach a defense run's verdict when they are canary audits of it (their `training` cell
+is one of the run's, else their `defense_label` is the run's label or its `[[defense]]` table's
+label); mechanism audits and canary audits matching no run are verdicts of their own, and a
+defense run names the mechanism audits of its algorithm beside its verdict. Bounds, verdicts and
+tightness are read from the audit rows, never recomputed; the tightness is the audit's own (its
+bound over the sound value of the configuration it audited).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from reports.audits import audit_failed, confidence_text, main_bound_text, number, samples_text, tightness_text
+from reports.inversion import row_type, strongest_reconstructions
+from reports.membership import strongest_memberships
+
+MEANINGS = {
+    "refuted": "an empirical lower bound exceeds the claim",
+    "understated": "the claim is below the sound accountant",
+    "no privacy": "no privacy claimed",
+    "consistent": "audited; no audit refutes the claim",
+    "not evaluable": "the audit cannot judge the claim",
+    "not audited": "no empirical bound; accounting only",
+    "failed": "every attempt of the audit failed",
+}
+"""Each status with what it means, in the order the summary lists them (worst first)."""
+
+_RELATIVE = 1e-6
+"""Two accounted values closer than this (relative) are the same number printed twice."""
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _below(claimed: Any, sound: Any) -> bool:
+    """Whether a claimed value is below the sound one (an infinite sound value counts)."""
+    if _finite(claimed) is None or not isinstance(sound, (int, float)) or isinstance(sound, bool):
+        return False
+    return sound == math.inf or (math.isfinite(sound) and claimed < sound * (1 - _RELATIVE))
+
+
+def _over_seeds(values: list[Any]) -> str:
+    """One stored value, or the range over seeds when they differ; "—" when none is stored."""
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not numbers:
+        return "—"
+    low, high = min(numbers), max(numbers)
+    if math.isclose(low, high, rel_tol=_RELATIVE):
+        return number(low)
+    return f"{number(low)}–{number(high)}"
+
+
+def _bound_value(row: dict[str, Any]) -> float | None:
+    """A row's bound of the kind its tightness is of (δ_LB for a δ audit, else ε_LB), if finite."""
+    return _finite(row.get("delta_lb" if (row.get("tightness") or {}).get("of") == "delta" else "eps_lb"))
+
+
+class _Evidence:
+    """The audit rows speaking for one verdict (every seed of every linked audit)."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = rows
+        self.ok = [row for row in rows if not audit_failed(row)]
+        self.failed = [row for row in rows if audit_failed(row)]
+        self.bounded = [row for row in self.ok if _bound_value(row) is not None]
+        self.by_status: dict[str, list[dict[str, Any]]] = {}
+        for row in self.ok:
+            self.by_status.setdefault((row.get("verdict") or {}).get("status") or "not evaluable", []).append(row)
+
+    def best(self, rows: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+        """The row with the largest bound among `rows` (default: every audit that ended)."""
+        candidates = [row for row in (self.ok if rows is None else rows) if _bound_value(row) is not None]
+        return max(candidates, key=_bound_value) if candidates else None
+
+    def bound(self) -> dict[str, str] | None:
+        """The strongest bound in words: the value, its confidence and samples, and — when it is
+        the largest of several — that picking it is a selection, with the union-bound confidence."""
+        best = self.best()
+        if best is None:
+            return None
+        note = ""
+        if len(self.bounded) > 1:
+            count = len(self.bounded)
+            levels = [_finite(row.get("confidence")) for row in self.bounded]
+            together = None if None in levels else 1 - sum(1 - level for level in levels)
+            note = f"largest of {count} audit bounds, each at its own confidence"
+            if together is not None and together > 0:
+                note += f"; all {count} hold together with ≥ {100 * together:.3g} % confidence (union bound)"
+        return {"value": main_bound_text(best), "confidence": confidence_text(best),
+                "samples": samples_text(best), "audit": f"{best.get('label', '?')} · {best.get('subject', '?')}",
+                "note": note}
+
+    def tightness(self) -> str:
+        best = self.best()
+        return "—" if best is None else tightness_text(best)
+
+
+def _audit_status(evidence: _Evidence) -> tuple[str, str] | None:
+    """(status, sentence) the audits alone give, or None when no audit ended with a bound."""
+    refuting = evidence.by_status.get("refuted", [])
+    if refuting:
+        strongest = evidence.best(refuting) or refuting[0]
+        share = f"{len(refuting)} of {len(evidence.ok)} audits" if len(evidence.ok) > 1 else "its audit"
+        sentence = f"Refuted by {share}: {(strongest.get('verdict') or {}).get('reason') or 'no reason stored'}"
+        levels = [_finite(row.get("confidence")) for row in evidence.ok]
+        if len(refuting) < len(evidence.ok) and None not in levels:
+            chance = sum(1 - level for level in levels)
+            sentence += (f". With {len(evidence.ok)} audits, the chance that one refutes a true claim is at most "
+                         f"{100 * min(chance, 1):.3g} % (union bound)")
+        return "refuted", sentence
+    consistent = evidence.by_status.get("consistent", [])
+    if consistent:
+        best = evidence.best(consistent) or consistent[0]
+        reason = (best.get("verdict") or {}).get("reason") or f"the strongest finds {main_bound_text(best)}"
+        return "consistent", (f"No audit refutes the claim: {reason.rstrip('.')}. A lower bound can contradict "
+                              "a claim, never prove it.")
+    if evidence.ok:
+        reason = (evidence.ok[0].get("verdict") or {}).get("reason") or "no reason stored"
+        return "not evaluable", f"The audit cannot judge the claim: {reason}"
+    return None
+
+
+def _failed_text(evidence: _Evidence) -> str:
+    if not evidence.failed:
+        return ""
+    return (f" {len(evidence.failed)} audit attempt{'s' if len(evidence.failed) > 1 else ''} failed "
+            f"({evidence.failed[0].get('status') or 'no reason stored'}).")
+
+
+def _understated(claims: list[dict[str, Any]]) -> str | None:
+    """The sentence saying the claim is below the sound accountant, or None when it is not (in
+    any seed). Compares ε when both are stated, else δ (a (0, δ) claim)."""
+    eps = [c for c in claims if _below(c.get("eps_claimed"), c.get("eps_sound"))]
+    delta = [c for c in claims if _below(c.get("delta"), c.get("delta_sound"))]
+    found, name, sound_key, claimed_key = (eps, "ε", "eps_sound", "eps_claimed") if eps else \
+        (delta, "δ", "delta_sound", "delta")
+    if not found:
+        return None
+    claimed = _over_seeds([c[claimed_key] for c in found])
+    sound = _over_seeds([c[sound_key] for c in found])
+    seeds = f" in {len(found)} of {len(claims)} seeds" if len(found) < len(claims) else ""
+    where = f" at ε = {_over_seeds([c.get('eps_claimed') for c in found])}" if name == "δ" else ""
+    return (f"The claim is below the sound accountant{seeds}: the paper's formula gives {name} = {claimed}{where}, "
+            f"a standard accountant on the mechanism the code runs gives {name} = {sound}, so the claim "
+            "understates the privacy loss. This is an accounting finding, not an attack.")
+
+
+def _claim_cell(claims: list[dict[str, Any]]) -> dict[str, str]:
+    first = claims[0]
+    stated = [c.get("eps_stated") for c in claims]
+    claimed = [c.get("eps_claimed") for c in claims]
+    differs = any(_finite(s) is not None and _finite(c) is not None and not math.isclose(s, c, rel_tol=1e-2)
+                  for s, c in zip(stated, claimed))
+    return {"notion": str(first.get("notion", "?")), "equation": str(first.get("equation", "")),
+            "stated": _over_seeds(stated), "recomputed": _over_seeds(claimed),
+            "differs": "the recomputed ε differs from the paper's number" if differs else "",
+            "delta": _over_seeds([c.get("delta") for c in claims]), "horizon": str(first.get("horizon", "—"))}
+
+
+def _sound_cell(claims: list[dict[str, Any]]) -> dict[str, str]:
+    delta_sound = _over_seeds([c.get("delta_sound") for c in claims])
+    return {"eps": _over_seeds([c.get("eps_sound") for c in claims]),
+            "delta": "" if delta_sound == "—" else delta_sound,
+            "method": str(claims[0].get("sound_method", ""))}
+
+
+def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, related: list[dict[str, Any]],
+                 leakage: list[str]) -> dict[str, Any]:
+    """The verdict of one defense run (all its seeds)."""
+    claims = [row.get("claim") or {} for row in runs]
+    audited = _audit_status(evidence)
+    understated = _understated(claims)
+    if all(claim.get("notion") == "none" for claim in claims):
+        status = "no privacy"
+        why = claims[0].get("sound_method") or claims[0].get("equation") or "no reason stored"
+        sentence = f"No privacy is claimed ({why})"
+        sentence += (": the strongest leakage found is listed below." if leakage else
+                     "; no attack in these results measured what leaks.")
+    elif audited is not None and audited[0] == "refuted":
+        status, sentence = audited
+    elif understated is not None:
+        status = "understated"
+        sentence = understated + (" " + audited[1] if audited is not None else " No empirical audit in these results.")
+    elif audited is not None:
+        status, sentence = audited
+    else:
+        status = "not audited"
+        sentence = "No empirical bound in these results: the claim stands on accounting alone."
+        if all(_finite(c.get("eps_sound")) is None and _finite(c.get("delta_sound")) is None for c in claims):
+            sentence += f" No sound bound either: {claims[0].get('sound_method', 'no reason stored')}."
+    sentence += _failed_text(evidence)
+    notes = list(leakage)
+    for audit in related:
+        verdict = (audit.get("verdict") or {}).get("status") or audit.get("status") or "?"
+        notes.append(f"Mechanism audit of the same algorithm: {audit.get('label', '?')} · "
+                     f"{audit.get('subject', '?')} ({verdict}; see its own verdict).")
+    return {"subject": label, "kind": "defense run", "detail": str(runs[0].get("title", "")),
+            "seeds": ", ".join(str(row.get("seed")) for row in runs), "claim": _claim_cell(claims),
+            "sound": _sound_cell(claims), "bound": evidence.bound(), "tightness": evidence.tightness(),
+            "status": status, "sentence": sentence, "notes": notes}
+
+
+def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The verdict of one audit of its own (all its seeds): a mechanism audit, or a canary audit
+    of no run in these results."""
+    evidence = _Evidence(rows)
+    first = rows[0]
+    audited = _audit_status(evidence)
+    claims = [{"eps_claimed": row.get("eps_claimed"), "eps_sound": row.get("eps_sound")} for row in evidence.ok]
+    understated = _understated(claims) if claims else None
+    if audited is None:
+        status, sentence = "failed", f"Every attempt of the audit failed: {first.get('status') or 'no reason stored'}"
+    elif audited[0] != "refuted" and understated is not None:
+        status, sentence = "understated", understated + " " + audited[1]
+    else:
+        status, sentence = audited
+    if audited is not None:
+        sentence += _failed_text(evidence)
+    statement = next(((row.get("verdict") or {}).get("statement") for row in rows
+                      if (row.get("verdict") or {}).get("statement")), None)
+    kind = str(first.get("kind", "?"))
+    speaks = first.get("defense_label") or first.get("defense")
+    delta_sound = _over_seeds([row.get("delta_sound") for row in rows])
+    return {"subject": str(first.get("subject", "?")), "kind": f"{kind} audit",
+            "detail": f"{first.get('label', '?')}" + (f" (for {speaks})" if speaks else ""),
+            "seeds": ", ".join(str(row.get("seed")) for row in rows),
+            "claim": {"notion": "", "equation": statement or "no claim stated", "stated": "—",
+                      "recomputed": _over_seeds([row.get("eps_claimed") for row in rows]), "differs": "",
+                      "delta": "—", "horizon": "—"},
+            "sound": {"eps": _over_seeds([row.get("eps_sound") for row in rows]),
+                      "delta": "" if delta_sound == "—" else delta_sound, "method": ""},
+            "bound": evidence.bound(), "tightness": evidence.tightness(), "status": status,
+            "sentence": sentence, "notes": []}
+
+
+def _link(audits: dict[str, list[dict[str, Any]]], runs: dict[str, list[dict[str, Any]]]) -> tuple[
+        dict[str, list[dict[str, Any]]], list[list[dict[str, Any]]]]:
+    """Canary audits onto the runs they speak for: the run holding the training cell the audit
+    names, else the run with its `defense_label`, else the runs of the table with that label; the
+    audits left over are verdicts of their own."""
+    linked: dict[str, list[dict[str, Any]]] = {label: [] for label in runs}
+    run_of_cell = {row["cell"]: label for label, seeds in runs.items() for row in seeds}
+    alone = []
+    for rows in audits.values():
+        speaks = rows[0].get("defense_label")
+        matches = []
+        if rows[0].get("kind") == "canary":
+            matches = list(dict.fromkeys(run_of_cell[row["training"]] for row in rows
+                                         if row.get("training") in run_of_cell))
+        if not matches and rows[0].get("kind") == "canary" and speaks:
+            matches = [label for label, seeds in runs.items() if seeds[0].get("label") == speaks] or \
+                      [label for label, seeds in runs.items()
+                       if ((seeds[0].get("config") or {}).get("run") or {}).get("label") == speaks]
+        for label in matches:
+            linked[label].extend(rows)
+        if not matches:
+            alone.append(rows)
+    return linked, alone
+
+
+def verdict_section(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The verdicts: one per defense run (`runs`, as `reports.html.runs_of` groups them) and one
+    per audit of its own, with the summary paragraph's counts."""
+    audits: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row_type(row) == "audit":
+            audits.setdefault(str(row.get("group", row["cell"])), []).append(row)
+    linked, alone = _link(audits, runs)
+    reconstructions = strongest_reconstructions(rows)
+    memberships = strongest_memberships(rows)
+    mechanisms = [group[0] for group in alone if group[0].get("kind") == "mechanism"]
+    entries = []
+    for label, seeds in runs.items():
+        group = seeds[0].get("group")
+        leakage = ([f"Reconstruction: {reconstructions[group]}"] if group in reconstructions else []) + \
+                  ([f"Membership: {memberships[group]}"] if group in memberships else [])
+        related = [audit for audit in mechanisms
+                   if audit.get("defense") and audit.get("defense") == seeds[0].get("defense")]
+        entries.append(_run_verdict(label, seeds, _Evidence(linked[label]), related, leakage))
+    entries.extend(_audit_verdict(group) for group in alone)
+    for entry in entries:
+        entry["css"] = entry["status"].replace(" ", "-")
+    audited_runs = sum(any(not audit_failed(row) for row in linked[label]) for label in runs)
+    runs_text = f"{len(runs)} defense run{'s' if len(runs) != 1 else ''}"
+    summary = (f"{runs_text}, {audited_runs} of them audited empirically"
+               + (f", and {len(alone)} audit{'s' if len(alone) != 1 else ''} with a verdict of "
+                  f"{'their' if len(alone) != 1 else 'its'} own" if alone else "") + ".")
+    groups = [{"status": status, "css": status.replace(" ", "-"), "meaning": meaning,
+               "subjects": [entry["subject"] for entry in entries if entry["status"] == status]}
+              for status, meaning in MEANINGS.items()]
+    return {"summary": summary, "groups": [group for group in groups if group["subjects"]], "entries": entries}

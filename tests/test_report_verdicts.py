@@ -1,0 +1,230 @@
+"""The verdicts the report opens with, and the audit-evidence and provenance sections, rendered from
+hand-written rows: each status follows from the rows alone (refuted by an audit, understated by the
+accountant, no privacy with the attacks' strongest leakage, consistent, not evaluable with the
+audit's reason, not audited, failed), bounds and tightness are the audit rows' own, a canary audit
+joins the run it names while a mechanism audit stands alone, and every cell's wall time is shown."""
+
+import re
+
+import pytest
+
+from privaudit.results import ResultsStore
+from reports.html import render_report, runs_of
+from reports.verdicts import verdict_section
+
+REFUTING = "at ε = 1 the outputs force δ ≥ 0.31 (95% confidence), above the claimed δ = 1e-05"
+UNJUDGEABLE = "the paper never gives the constant c of Theorem 3; the bounds stand alone"
+
+
+def _claim(notion="(ε, δ)-DP", eps_claimed=None, eps_sound=None, delta=1e-5, delta_sound=None, eps_stated=None,
+           sound_method="PLD accountant"):
+    return {"defense": "x", "notion": notion, "adjacency": "add/remove", "eps_claimed": eps_claimed,
+            "eps_stated": eps_stated, "eps_sound": eps_sound, "delta": delta, "horizon": 300,
+            "equation": f"equation of {notion}", "sound_method": sound_method, "assumptions": [],
+            "delta_sound": delta_sound, "statements": []}
+
+
+NO_PRIVACY = _claim("none", delta=None, sound_method="no DP noise: the states reveal each local gradient exactly")
+
+
+def _training(cell, label, claim, *, defense="dp_dpsgd", seed=0, wall_s=1.5, table=None):
+    return {"type": "training", "cell": cell, "group": f"g-{label}", "defense": defense, "label": label,
+            "title": f"title of {label}", "seed": seed,
+            "config": {"run": {"rounds": 300, "topology": "ring", "agents": 8, "label": table or label}},
+            "metrics": {"avg_acc": 0.9, "agent_acc_mean": 0.88}, "claim": claim,
+            "history": [{"round": 0, "avg_acc": 0.1, "agent_acc_mean": 0.1},
+                        {"round": 300, "avg_acc": 0.9, "agent_acc_mean": 0.88}],
+            "messages": {"model": 4800}, "wall_s": wall_s, "version": "0.1.0"}
+
+
+def _audit(cell, *, kind="canary", subject="DP-D-PSGD σ=1", defense="dp_dpsgd", defense_label="DP-D-PSGD σ=1",
+           verdict="consistent", reason="at ε = 2 the outputs force δ ≥ 0 (95% confidence), not above the claimed "
+           "δ = 1e-05", eps_lb=0.9, eps_claimed=2.0, eps_sound=1.7, tightness=0.53, seed=0, group=None,
+           status="ok", curve=True, label="canary audit", of="eps", delta_lb=0.0098):
+    ok = status == "ok"
+    return {"type": "audit", "cell": cell, "group": group or f"ga-{cell}", "label": label, "seed": seed,
+            "kind": kind, "subject": subject, "defense": defense, "defense_label": defense_label,
+            "status": status, "eps_lb": eps_lb if ok else None, "delta_lb": delta_lb if ok else None,
+            "delta_lb_eps": 0.0, "delta": 1e-5, "confidence": 0.95, "samples": 1000,
+            "eps_claimed": eps_claimed, "eps_sound": eps_sound, "exact": {"eps": 1.2, "delta": 0.01} if ok else None,
+            "verdict": {"status": verdict, "statement": f"({eps_claimed}, 1e-05)-DP", "reason": reason} if ok else None,
+            "tightness": {"of": of, "sound": tightness, "exact": 0.75} if ok else None,
+            **({"curve": [{"samples": 100, "eps_lb": 0.2, "delta_lb": 0.002},
+                          {"samples": 1000, "eps_lb": eps_lb, "delta_lb": delta_lb}]} if curve and ok else {}),
+            "detail": {}, "wall_s": 3.25, "version": "0.1.0"}
+
+
+def _inversion(cell, training, label, psnr, floor):
+    return {"type": "inversion", "cell": cell, "group": f"gi-{cell}", "training": training, "label": "DLG",
+            "attack": "dlg", "attack_title": "DLG", "defense": "dpsgd", "defense_label": label,
+            "defense_table": label, "setting": {}, "scenario": "state_difference", "threat": "global_listener",
+            "victim": 0, "round": 10, "seed": 0, "batch_size": 1, "status": "ok",
+            "metrics": {"mse": 0.001, "psnr": psnr, "ssim": 0.9}, "baseline": {"mse": 0.1, "psnr": floor, "ssim": 0.1},
+            "wall_s": 0.5, "version": "0.1.0"}
+
+
+@pytest.fixture
+def rows():
+    return [
+        _training("t-plain", "D-PSGD", NO_PRIVACY, defense="dpsgd"),
+        _inversion("i-plain", "t-plain", "D-PSGD", psnr=40.0, floor=9.0),
+        _training("t-dp", "DP-D-PSGD σ=1", _claim(eps_claimed=2.0, eps_sound=1.7)),
+        _audit("a-dp"),
+        _training("t-refuted", "Broken", _claim(eps_claimed=1.0, eps_sound=1.0)),
+        _audit("a-refuted", subject="Broken", defense_label="Broken", verdict="refuted", reason=REFUTING,
+               eps_lb=4.0, eps_claimed=1.0, eps_sound=1.0, tightness=4.0),
+        _training("t-tvss", "Alg. 1", _claim("ε-DP (pure, Laplace)", eps_claimed=0.936, eps_sound=58.5, delta=0.0,
+                                             eps_stated=0.864), defense="tvss"),
+        _training("t-ternary", "Ternary", _claim("(0, δ)-DP", eps_claimed=0.0, delta=0.5, delta_sound=1.0,
+                                                 sound_method="no DpEvent for a quantizer"), defense="ternary"),
+        _training("t-dpdl", "DPDL", _claim(eps_claimed=1.0, sound_method="Theorem 1's constant is unknown"),
+                  defense="dpdl"),
+        _audit("a-mech", kind="mechanism", subject="Ternary quantizer (seed 004)", defense="ternary",
+               defense_label=None, verdict="not evaluable", reason=UNJUDGEABLE, eps_claimed=None, eps_sound=None,
+               tightness=None, label="ternary mechanism"),
+        _audit("a-lost", kind="mechanism", subject="Laplace", defense=None, defense_label=None,
+               status="failed: the sampler ran out of memory", label="laplace mechanism"),
+    ]
+
+
+def _entries(rows):
+    training = [row for row in rows if row.get("type") == "training"]
+    return {entry["subject"]: entry for entry in verdict_section(rows, runs_of(training))["entries"]}
+
+
+def test_each_status_follows_from_the_rows(rows):
+    entries = _entries(rows)
+    assert {subject: entry["status"] for subject, entry in entries.items()} == {
+        "D-PSGD": "no privacy", "DP-D-PSGD σ=1": "consistent", "Broken": "refuted", "Alg. 1": "understated",
+        "Ternary": "understated", "DPDL": "not audited", "Ternary quantizer (seed 004)": "not evaluable",
+        "Laplace": "failed"}
+    assert entries["Broken"]["sentence"] == f"Refuted by its audit: {REFUTING}"
+    assert entries["Ternary quantizer (seed 004)"]["sentence"] == f"The audit cannot judge the claim: {UNJUDGEABLE}"
+    assert "the sampler ran out of memory" in entries["Laplace"]["sentence"]
+    assert "No sound bound either: Theorem 1's constant is unknown." in entries["DPDL"]["sentence"]
+
+
+def test_understated_names_both_values_in_epsilon_or_in_delta(rows):
+    entries = _entries(rows)
+    assert "gives ε = 0.936, a standard accountant on the mechanism the code runs gives ε = 58.5" in \
+        entries["Alg. 1"]["sentence"]
+    assert "gives δ = 0.5 at ε = 0, a standard accountant on the mechanism the code runs gives δ = 1" in \
+        entries["Ternary"]["sentence"]
+    assert entries["Alg. 1"]["claim"]["stated"] == "0.864" and entries["Alg. 1"]["claim"]["recomputed"] == "0.936"
+    assert entries["Alg. 1"]["claim"]["differs"]
+    assert entries["DP-D-PSGD σ=1"]["sound"]["eps"] == "1.7" and not entries["DP-D-PSGD σ=1"]["claim"]["differs"]
+
+
+def test_a_claim_at_or_above_the_accountant_is_not_understated(rows):
+    rows[2]["claim"] = _claim(eps_claimed=1.7 * (1 + 1e-9), eps_sound=1.7)
+    rows.remove(rows[3])
+    assert _entries(rows)["DP-D-PSGD σ=1"]["status"] == "not audited"
+    rows[2]["claim"] = _claim(eps_claimed=1.6, eps_sound=1.7)
+    assert _entries(rows)["DP-D-PSGD σ=1"]["status"] == "understated"
+
+
+def test_a_canary_audit_joins_its_run_with_its_own_bound_and_tightness(rows):
+    entry = _entries(rows)["DP-D-PSGD σ=1"]
+    assert entry["bound"]["value"] == "ε ≥ 0.9 at δ = 1e-05"
+    assert entry["bound"]["confidence"] == "95 % confidence" and entry["bound"]["samples"] == "1,000 runs per world"
+    assert entry["tightness"] == "0.53 of the sound ε; 0.75 of the exact ε for the pair"
+    assert "not above the claimed δ = 1e-05" in entry["sentence"] and "never prove it" in entry["sentence"]
+    assert "DP-D-PSGD σ=1" not in {e["subject"] for e in _entries(rows).values() if e["kind"] != "defense run"}
+
+
+def test_a_canary_audit_naming_a_table_reaches_its_grid_runs_and_an_unknown_one_stands_alone(rows):
+    rows[2] = _training("t-dp", "DP-D-PSGD (noise_multiplier=1.0)", _claim(eps_claimed=2.0, eps_sound=1.7),
+                        table="DP-D-PSGD σ=1")
+    rows.append(_audit("a-orphan", subject="Nobody", defense_label="Nobody"))
+    entries = _entries(rows)
+    assert entries["DP-D-PSGD (noise_multiplier=1.0)"]["status"] == "consistent"
+    assert entries["Nobody"]["kind"] == "canary audit" and entries["Nobody"]["status"] == "consistent"
+
+
+def test_the_largest_of_several_bounds_says_it_was_picked(rows):
+    rows.insert(4, _audit("a-dp2", seed=1, group="ga-a-dp", eps_lb=1.1, tightness=0.65))
+    entry = _entries(rows)["DP-D-PSGD σ=1"]
+    assert entry["bound"]["value"] == "ε ≥ 1.1 at δ = 1e-05"
+    assert entry["tightness"].startswith("0.65 of the sound ε")
+    assert entry["bound"]["note"] == ("largest of 2 audit bounds, each at its own confidence; all 2 hold together "
+                                      "with ≥ 90 % confidence (union bound)")
+
+
+def test_a_refuting_audit_outranks_an_understated_claim(rows):
+    rows[4]["claim"] = _claim(eps_claimed=0.5, eps_sound=1.0)
+    assert _entries(rows)["Broken"]["status"] == "refuted"
+
+
+def test_no_privacy_quotes_the_strongest_leakage_from_the_attack_sections(rows):
+    entry = _entries(rows)["D-PSGD"]
+    assert entry["sentence"].startswith("No privacy is claimed (no DP noise: the states reveal each local gradient")
+    assert entry["notes"] == ["Reconstruction: D-PSGD · DLG: best median PSNR 40.0 dB, SSIM 0.90 (default, round 10, "
+                              "1 seed), 31.0 dB above the noise floor (9.0 dB): the reconstructions are closer to "
+                              "the originals than an unrelated training image is."]
+    rows.remove(rows[1])
+    assert _entries(rows)["D-PSGD"]["sentence"].endswith("no attack in these results measured what leaks.")
+
+
+def test_runs_of_an_audited_algorithm_point_to_its_mechanism_audit(rows):
+    notes = _entries(rows)["Ternary"]["notes"]
+    assert notes == ["Mechanism audit of the same algorithm: ternary mechanism · Ternary quantizer (seed 004) "
+                     "(not evaluable; see its own verdict)."]
+
+
+def _render(tmp_path, rows):
+    store = ResultsStore(tmp_path)
+    for row in rows:
+        store.append(row)
+    (tmp_path / "campaign.toml").write_text('[campaign]\nname = "verdicts"\ndescription = "all statuses"\n')
+    return render_report(tmp_path, tmp_path / "report.html").read_text()
+
+
+def test_the_page_opens_with_the_verdicts_and_a_summary(tmp_path, rows):
+    html = _render(tmp_path, rows)
+    assert re.findall(r'<section id="([a-z]+)">', html) == [
+        "verdicts", "claims", "training", "inversion", "audits", "provenance"]
+    verdicts = html[html.index('<section id="verdicts">'):html.index('<section id="claims">')]
+    assert "<p>6 defense runs, 2 of them audited empirically, and 2 audits with a verdict of their own.</p>" in verdicts
+    assert ('<span class="badge understated">understated</span> the claim is below the sound accountant: '
+            "Alg. 1, Ternary</li>") in verdicts
+    assert '<span class="badge refuted">refuted</span> an empirical lower bound exceeds the claim: Broken' in verdicts
+    assert "<title>privaudit report: verdicts</title>" in html and "<p>all statuses</p>" in html
+
+
+def test_audit_section_shows_bounds_references_verdicts_and_curves(tmp_path, rows):
+    html = _render(tmp_path, rows)
+    section = html[html.index('<section id="audits">'):html.index('<section id="provenance">')]
+    assert "<td>ε ≥ 4 at δ = 1e-05</td><td>δ ≥ 0.0098 at ε = 0</td>" in section
+    assert "<td>ε 1.2, δ 0.01</td>" in section
+    assert ("<td>4 of the sound ε (above it: the sound bound itself is contradicted); 0.75 of the exact ε for the "
+            "pair</td>") in section
+    assert f"refuted, for the claim “(1.0, 1e-05)-DP”: {REFUTING}" in section
+    assert '<span class="failed">failed: the sampler ran out of memory</span>' in section
+    assert section.count('<img alt="audit bound against samples: ') == 3  # the failed and the curveless: none
+    assert section.count('src="data:image/png;base64,') == 3
+
+
+def test_provenance_times_every_cell_and_says_which_stored_no_time(tmp_path, rows):
+    del rows[-1]["wall_s"]
+    html = _render(tmp_path, rows)
+    provenance = html[html.index('<section id="provenance">'):]
+    assert f"{len(rows)} cells,\n{1.5 * 6 + 0.5 + 3.25 * 3:.1f} s of wall time in all (1 cell stored no wall time" \
+        in provenance
+    assert provenance.count('<td class="num">3.2</td>') == 3 and provenance.count('<td class="num">—</td>') == 1
+    assert "canary audit · Broken (canary audit)" in provenance
+
+
+def test_a_canary_audit_naming_its_training_cell_joins_that_run_whatever_its_label(rows):
+    rows[3] = {**rows[3], "training": "t-dp", "defense_label": "renamed since"}
+    entries = _entries(rows)
+    assert entries["DP-D-PSGD σ=1"]["status"] == "consistent" and "renamed since" not in entries
+
+
+def test_one_refutation_among_several_audits_states_the_chance_of_a_false_one(rows):
+    rows.insert(6, _audit("a-refuted2", subject="Broken", defense_label="Broken", group="ga-a-refuted", seed=1,
+                          eps_lb=0.5, eps_claimed=1.0, eps_sound=1.0, tightness=0.5))
+    entry = _entries(rows)["Broken"]
+    assert entry["status"] == "refuted"
+    assert entry["sentence"] == (f"Refuted by 1 of 2 audits: {REFUTING}. With 2 audits, the chance that one refutes "
+                                 "a true claim is at most 10 % (union bound)")
+    assert entry["tightness"].startswith("4 of the sound ε (above it: the sound bound itself is contradicted)")
