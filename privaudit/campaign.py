@@ -5,11 +5,17 @@ attack cell is one `[[attack]]` table on one training cell at one attacked round
 a hash of its normalised configuration (data, run shape, validated hyperparameters, seed, and
 for an attack its table and round), so the same cell has the same id in every run of every
 campaign that contains it, and a re-run skips the cells already in the results.
+
+The work is cut into jobs (a training cell with the finding cells that ride on its run), each a
+picklable value that `run_job` runs wherever an executor puts it (`privaudit.executors`: this
+process, local worker processes, Ray); the driver alone appends the rows they return.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import time
@@ -23,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 from attacks.extract import EXTRACTORS
 from attacks.inversion import INVERSIONS
@@ -33,6 +40,7 @@ from privaudit.config import (AttackConfig, Campaign, DataConfig, MembershipConf
                               parse_campaign)
 from privaudit.data import load_dataset, partition
 from privaudit.errors import ConfigError
+from privaudit.executors import Executor, InProcess
 from privaudit.findings import attack_taps, invert, last_round_read
 from privaudit.membership_findings import (METHODS, AttackerData, attacker_data, failed, infer, last_round_needed,
                                             membership_tap, reference_models, target_models)
@@ -433,22 +441,91 @@ def membership_headline(row: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool = False,
-                 progress: bool = True, say: Callable[[str], None] = print) -> ResultsStore:
-    """Run every unfinished cell of `campaign`, appending each row to `out/results.jsonl`.
+@dataclass(frozen=True)
+class Finished:
+    """One results row of a job and the line that announces it (without the `[k/n]` counter,
+    which only the driver knows)."""
 
-    All cells are set up once before the first runs, so a bad field in the last table fails in
-    seconds rather than after an hour; cells already in the results are skipped unless `force`.
-    The attack and membership cells of one training cell share its run: it is trained once with
-    all their taps listening (again, with the same seed and so the same messages, when only
-    attacks are left). The membership cells of one table on one training cell share their
-    reference models.
-    """
-    store = ResultsStore(out)
+    row: dict[str, Any]
+    message: str
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """One training cell and the pending finding cells that ride on its run: it is trained once
+    with all their taps listening, and its own row is written only when `train` (it is not
+    finished yet). It holds its cells, not the campaign, so a worker needs nothing else."""
+
+    cell: Cell
+    train: bool
+    attacks: tuple[AttackCell, ...] = ()
+    memberships: tuple[tuple[MembershipCell, ...], ...] = ()
+
+    @property
+    def cells(self) -> list[str]:
+        """The ids of the cells whose rows this job yields."""
+        return (([self.cell.id] if self.train else []) + [attack.id for attack in self.attacks]
+                + [member.id for group in self.memberships for member in group])
+
+    def check(self) -> None:
+        """Build the defense and plan every finding, so a bad field fails before anything runs."""
+        defense = build_defense(self.cell)
+        for attack in self.attacks:
+            plan_attack(attack, defense)
+        for group in self.memberships:
+            plan_membership(list(group), defense)
+
+
+def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = False) -> Iterator[Finished]:
+    """Train the job's cell with its findings' taps listening, then score each finding, yielding
+    every row as soon as it is ready."""
+    cell = job.cell
+    start = time.perf_counter()
+    defense = build_defense(cell)
+    planned = [(attack, *plan_attack(attack, defense)) for attack in job.attacks]
+    groups = [(list(group), *plan_membership(list(group), defense)) for group in job.memberships]
+    taps = [tap for _, tap, truth in planned for tap in (tap, truth)] + [tap for _, tap, _ in groups if tap]
+    row, output = run_cell(cell, progress=progress, defense=defense, taps=taps)
+    if job.train:
+        yield Finished(row, f"{cell.label} seed {cell.seed}: {headline(row['metrics'])} "
+                            f"({time.perf_counter() - start:.1f} s)")
+    transcripts = iter(output.transcripts)
+    for attack, _, _ in planned:
+        start = time.perf_counter()
+        attack_result = attack_row(attack, defense, next(transcripts), next(transcripts), store)
+        yield Finished(attack_result, f"{attack.label} on {cell.label} seed {cell.seed} round {attack.round}: "
+                                      f"{inversion_headline(attack_result)} ({time.perf_counter() - start:.1f} s)")
+    for group, tap, data in groups:
+        transcript = next(transcripts) if tap else None
+        for member_row in membership_rows(group, defense, transcript, output.final_states, data, store):
+            at = "final average" if member_row["round"] is None else f"round {member_row['round']}"
+            yield Finished(member_row, f"{member_row['label']} on {cell.label} seed {cell.seed} {at}: "
+                                       f"{membership_headline(member_row)} ({member_row['wall_s']:.1f} s)")
+
+
+Job = TrainingJob
+"""Every kind of job; a standalone cell kind (one that needs no training cell) is a new job type
+with `cells` and `check`, its run function in `RUNNERS`, and its jobs added by `plan_jobs`."""
+
+RUNNERS: dict[type, Callable[[Any, ResultsStore, bool], Iterator[Finished]]] = {
+    TrainingJob: run_training_job,
+}
+
+
+def run_job(job: Job, out: str | Path, progress: bool = False) -> Iterator[Finished]:
+    """Run one job against the results directory `out`, yielding its rows as they are ready.
+    Executors call this in workers: the job's type picks its run function here and only here.
+    It writes artifacts under `out` (each file atomically) but never results.jsonl: the driver
+    appends the rows, so that file has one writer."""
+    return RUNNERS[type(job)](job, ResultsStore(out), progress)
+
+
+def plan_jobs(campaign: Campaign, finished: set[str]) -> tuple[list[Job], int]:
+    """The jobs that produce the rows missing from `finished`, each checked (so a bad field in
+    the last table fails in seconds rather than after an hour), and the campaign's cell count."""
     cells = expand(campaign)
     attacks = expand_attacks(campaign, cells)
     memberships = expand_membership(campaign, cells)
-    finished = set() if force else store.done()
     pending_attacks: dict[str, list[AttackCell]] = {}
     for attack in attacks:
         if attack.id not in finished:
@@ -457,47 +534,41 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
     for member in memberships:
         if member.id not in finished:
             pending_membership.setdefault(member.training.id, {}).setdefault(member.index, []).append(member)
-    work = [cell for cell in cells
-            if cell.id not in finished or cell.id in pending_attacks or cell.id in pending_membership]
-    for cell in work:
-        defense = build_defense(cell)
-        for attack in pending_attacks.get(cell.id, []):
-            plan_attack(attack, defense)
-        for group in pending_membership.get(cell.id, {}).values():
-            plan_membership(group, defense)
+    jobs = [TrainingJob(cell, cell.id not in finished, tuple(pending_attacks.get(cell.id, ())),
+                        tuple(tuple(group) for group in pending_membership.get(cell.id, {}).values()))
+            for cell in cells]
+    jobs = [job for job in jobs if job.cells]
+    for job in jobs:
+        job.check()
+    return jobs, len(cells) + len(attacks) + len(memberships)
+
+
+def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool = False,
+                 progress: bool = True, say: Callable[[str], None] = print,
+                 executor: Executor | None = None) -> ResultsStore:
+    """Run every unfinished cell of `campaign` on `executor` (default: one after another in
+    this process), appending each row to `out/results.jsonl` as it arrives.
+
+    All jobs are checked before the first runs; cells already in the results are skipped unless
+    `force`. The attack and membership cells of one training cell share its run: it is trained
+    once with all their taps listening (again, with the same seed and so the same messages, when
+    only attacks are left). The membership cells of one table on one training cell share their
+    reference models. With `progress`, a bar counts the cells (and, in this process, a bar
+    counts each training run's rounds).
+    """
+    executor = executor or InProcess()
+    store = ResultsStore(out)
+    jobs, total = plan_jobs(campaign, set() if force else store.done())
     store.write_campaign(text)
-    total = len(cells) + len(attacks) + len(memberships)
-    left = (sum(cell.id not in finished for cell in cells) + sum(map(len, pending_attacks.values()))
-            + sum(len(group) for groups in pending_membership.values() for group in groups.values()))
+    left = sum(len(job.cells) for job in jobs)
     if left < total:
         say(f"{total - left} of {total} cells already finished in {store.path}; skipping them")
-    number = 0
-    for cell in work:
-        start = time.perf_counter()
-        defense = build_defense(cell)
-        planned = [(attack, *plan_attack(attack, defense)) for attack in pending_attacks.get(cell.id, [])]
-        groups = [(group, *plan_membership(group, defense)) for group in pending_membership.get(cell.id, {}).values()]
-        taps = [tap for _, tap, truth in planned for tap in (tap, truth)] + [tap for _, tap, _ in groups if tap]
-        row, output = run_cell(cell, progress=progress, defense=defense, taps=taps)
-        if cell.id not in finished:
-            store.append(row)
-            number += 1
-            say(f"[{number}/{left}] {cell.label} seed {cell.seed}: {headline(row['metrics'])} "
-                f"({time.perf_counter() - start:.1f} s)")
-        transcripts = iter(output.transcripts)
-        for attack, _, _ in planned:
-            start = time.perf_counter()
-            attack_result = attack_row(attack, defense, next(transcripts), next(transcripts), store)
-            store.append(attack_result)
-            number += 1
-            say(f"[{number}/{left}] {attack.label} on {cell.label} seed {cell.seed} round {attack.round}: "
-                f"{inversion_headline(attack_result)} ({time.perf_counter() - start:.1f} s)")
-        for group, tap, data in groups:
-            transcript = next(transcripts) if tap else None
-            for member_row in membership_rows(group, defense, transcript, output.final_states, data, store):
-                store.append(member_row)
-                number += 1
-                at = "final average" if member_row["round"] is None else f"round {member_row['round']}"
-                say(f"[{number}/{left}] {member_row['label']} on {cell.label} seed {cell.seed} {at}: "
-                    f"{membership_headline(member_row)} ({member_row['wall_s']:.1f} s)")
+    work = functools.partial(run_job, progress=progress and executor.in_process)
+    bar = tqdm(total=left, desc="cells", unit="cell", disable=None if progress and left else True)
+    with bar, contextlib.closing(executor.run(work, jobs, store.directory)) as finished:
+        for number, done in enumerate(finished, start=1):
+            store.append(done.row)
+            bar.update()
+            with tqdm.external_write_mode():
+                say(f"[{number}/{left}] {done.message}")
     return store

@@ -1,6 +1,7 @@
 """The `privaudit` command line.
 
-    privaudit run [CAMPAIGN.toml] [--out DIR] [--force]   run a campaign (the embedded demo by default)
+    privaudit run [CAMPAIGN.toml] [--out DIR] [--force]   run a campaign (the embedded demo by default),
+        [--backend local|ray] [--workers N]                N cells at once in local processes or Ray tasks
     privaudit claims [CAMPAIGN.toml] [--json]              each run's claim beside its sound ε
     privaudit report RESULTS_DIR [-o FILE]                 re-render the report of a results directory
     privaudit audit MECHANISM [--param K=V ...] [--json]   empirical DP lower bound of a mechanism vs its claim
@@ -21,14 +22,26 @@ from privaudit import __version__
 from privaudit.errors import PrivauditError
 
 
+def _workers(text: str) -> int:
+    """`--workers` as a number: a one-line ConfigError, not argparse's usage text, when it is not."""
+    from privaudit.errors import ConfigError
+
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"--workers: expected a whole number, got {text!r}") from None
+
+
 def _run(args: argparse.Namespace) -> int:
     from privaudit.campaign import read_campaign, run_campaign
+    from privaudit.executors import make_executor
     from reports.html import render_report
 
+    executor = make_executor(args.backend, _workers(args.workers), args.ray_address)
     campaign, text = read_campaign(args.campaign)
     out = Path(args.out) if args.out else Path("results") / campaign.campaign.name
     print(f"campaign '{campaign.campaign.name}': results in {out}")
-    store = run_campaign(campaign, text, out, force=args.force, progress=not args.quiet)
+    store = run_campaign(campaign, text, out, force=args.force, progress=not args.quiet, executor=executor)
     report = render_report(out)
     print(f"results: {store.path}")
     print(f"report:  {report.resolve()}")
@@ -148,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="results directory (default: results/<campaign name>)")
     run.add_argument("--force", action="store_true", help="recompute cells that already have results")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument("--backend", default="local", metavar="{local,ray}",
+                     help="where cells run: local (this machine's processes) or ray (default local)")
+    run.add_argument("--workers", default="1", metavar="N",
+                     help="cells run at once (default 1: one after another in this process)")
+    run.add_argument("--ray-address", metavar="ADDR", help="a running Ray cluster to join (default: start a local Ray "
+                     "instance with --workers CPUs); the results directory must be shared with its nodes")
     run.set_defaults(handler=_run)
 
     claims = commands.add_parser("claims", help="print each run's privacy claim beside its sound ε (no training)")
