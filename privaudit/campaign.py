@@ -36,8 +36,9 @@ from attacks.inversion import INVERSIONS
 from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams, Setup
 from privaudit import __version__
-from privaudit.config import (AttackConfig, Campaign, DataConfig, MembershipConfig, RunConfig, load_campaign,
-                              parse_campaign)
+from privaudit.audit_findings import audit_headline, audit_row
+from privaudit.config import (AttackConfig, AuditConfig, Campaign, DataConfig, MembershipConfig, RunConfig,
+                              load_campaign, parse_campaign)
 from privaudit.data import load_dataset, partition
 from privaudit.errors import ConfigError
 from privaudit.executors import Executor, InProcess
@@ -174,6 +175,51 @@ class MembershipCell(FindingCell):
     def where(self) -> str:
         at = "final average model" if self.round is None else f"round {self.round}"
         return f"membership[{self.index}] ({self.label} on {self.training.label}, seed {self.training.seed}, {at})"
+
+
+@dataclass(frozen=True)
+class AuditCell:
+    """One `[[audit]]` table at one seed: a mechanism audit (no training cell), or a canary audit
+    of one training cell (its configuration and seed; the audit trains its own runs)."""
+
+    id: str
+    index: int
+    table: AuditConfig
+    seed: int
+    training: Cell | None
+
+    @property
+    def label(self) -> str:
+        return self.table.name
+
+    def describe(self) -> dict[str, Any]:
+        return {"audit": self.table.model_dump(mode="json"), "seed": self.seed,
+                "training": None if self.training is None else self.training.describe()}
+
+    @property
+    def group(self) -> str:
+        """The id without the seed: the seeds of one audit setting share it."""
+        training = None if self.training is None else self.training.group
+        return _digest({"audit": self.table.model_dump(mode="json"), "training": training})
+
+    @property
+    def where(self) -> str:
+        on = "" if self.training is None else f" on {self.training.label}"
+        return f"audit[{self.index}] ({self.label}{on}, seed {self.seed})"
+
+
+def expand_audits(campaign: Campaign, cells: list[Cell]) -> list[AuditCell]:
+    """Every (mechanism audit table, seed) and (canary audit table, training cell it targets), in
+    file order."""
+    found = []
+    for index, table in enumerate(campaign.audit):
+        targets = set(campaign.audit_targets(index))
+        if table.kind == "mechanism":
+            drafts = [AuditCell("", index, table, seed, None) for seed in campaign.campaign.seeds]
+        else:
+            drafts = [AuditCell("", index, table, cell.seed, cell) for cell in cells if cell.index in targets]
+        found += [dataclasses.replace(draft, id=_digest(draft.describe())) for draft in drafts]
+    return found
 
 
 def expand_membership(campaign: Campaign, cells: list[Cell]) -> list[MembershipCell]:
@@ -503,12 +549,44 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
                                        f"{membership_headline(member_row)} ({member_row['wall_s']:.1f} s)")
 
 
-Job = TrainingJob
+@dataclass(frozen=True)
+class AuditJob:
+    """One audit cell: it needs no training cell's run (a canary audit trains its own)."""
+
+    cell: AuditCell
+
+    @property
+    def cells(self) -> list[str]:
+        return [self.cell.id]
+
+    def check(self) -> None:
+        """A canary audit's game is built, so a victim or threat its run cannot serve fails now."""
+        if self.cell.training is not None:
+            from attacks.canary import game_for_cell
+
+            table = self.cell.table
+            try:
+                game_for_cell(self.cell.training, victim=table.victim, threat=table.threat,
+                              canary_label=table.canary_label, canary_scale=table.canary_scale)
+            except ConfigError as error:
+                raise ConfigError(f"{self.cell.where}: {error}") from None
+
+
+def run_audit_job(job: AuditJob, store: ResultsStore, progress: bool = False) -> Iterator[Finished]:
+    """The audit's row (`privaudit.audit_findings.audit_row`)."""
+    cell = job.cell
+    row = audit_row(cell)
+    on = "" if cell.training is None else f" on {cell.training.label}"
+    yield Finished(row, f"{cell.label}{on} seed {cell.seed}: {audit_headline(row)} ({row['wall_s']:.1f} s)")
+
+
+Job = TrainingJob | AuditJob
 """Every kind of job; a standalone cell kind (one that needs no training cell) is a new job type
 with `cells` and `check`, its run function in `RUNNERS`, and its jobs added by `plan_jobs`."""
 
 RUNNERS: dict[type, Callable[[Any, ResultsStore, bool], Iterator[Finished]]] = {
     TrainingJob: run_training_job,
+    AuditJob: run_audit_job,
 }
 
 
@@ -537,10 +615,11 @@ def plan_jobs(campaign: Campaign, finished: set[str]) -> tuple[list[Job], int]:
     jobs = [TrainingJob(cell, cell.id not in finished, tuple(pending_attacks.get(cell.id, ())),
                         tuple(tuple(group) for group in pending_membership.get(cell.id, {}).values()))
             for cell in cells]
-    jobs = [job for job in jobs if job.cells]
+    audits = expand_audits(campaign, cells)
+    jobs = [job for job in jobs if job.cells] + [AuditJob(audit) for audit in audits if audit.id not in finished]
     for job in jobs:
         job.check()
-    return jobs, len(cells) + len(attacks) + len(memberships)
+    return jobs, len(cells) + len(attacks) + len(memberships) + len(audits)
 
 
 def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool = False,

@@ -24,6 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from attacks.extract import EXTRACTORS, MODEL_VIEWS
 from attacks.inversion import INVERSIONS
+from attacks.mechanisms import MECHANISMS, NORMS
 from defenses import DEFENSES
 from defenses.base import DefenseParams
 from privaudit.data import DATASETS, PARTITIONS
@@ -251,6 +252,60 @@ class MembershipConfig(ThreatConfig):
         return self.label or f"membership ({self.target})"
 
 
+AUDIT_KINDS = ("mechanism", "canary")
+_MECHANISM_FIELDS = ("mechanism", "params", "adjacency", "dim", "releases", "samples", "curve")
+_CANARY_FIELDS = ("defense", "runs", "victim", "threat", "canary_label", "canary_scale")
+
+
+class AuditConfig(BaseModel):
+    """One `[[audit]]` table: an empirical DP lower bound set beside a claim (`attacks/audit.py`).
+
+    `kind = "mechanism"`: a mechanism sampled in isolation (`mechanism`, one of
+    `attacks.mechanisms.MECHANISMS`, with its `params`), neighbours searched under `adjacency` at
+    `dim`, `releases` releases seen together, `samples` observations per input, and the bound
+    re-estimated at each size in `curve` for the tightness-against-samples figure; one cell per seed.
+    `kind = "canary"`: repeated runs of each run of the named defense tables (`defense`, by label;
+    every table a canary audit supports when omitted) with and without a canary record at `victim`,
+    `runs` per world, scored from what `threat` hears (`attacks/canary.py`); one cell per run and
+    seed. `delta` is the δ of ε_LB (default: the claim's δ, else 1e-5).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: one_of(AUDIT_KINDS, "audit kind")
+    label: str | None = None
+    confidence: float = Field(0.95, gt=0, lt=1)
+    delta: float | None = Field(None, ge=0, lt=1)
+    mechanism: one_of(MECHANISMS, "mechanism") | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    adjacency: one_of(NORMS, "adjacency") = "l1"
+    dim: int = Field(1, ge=1)
+    releases: int = Field(1, ge=1)
+    samples: int | None = Field(None, ge=100, description="observations per input (default: the audit's)")
+    curve: list[Annotated[int, Field(ge=100)]] = Field(default_factory=list)
+    defense: list[str] | None = None
+    runs: int = Field(100, ge=8, description="canary: training runs per world")
+    victim: int = Field(0, ge=0)
+    threat: one_of(THREATS, "threat model") = "global_listener"
+    canary_label: int = Field(0, ge=0)
+    canary_scale: float = Field(2.0, gt=0)
+
+    def misplaced(self) -> tuple[str, str] | None:
+        """(field, why) when a field is set that the audit's kind does not use."""
+        if self.kind == "mechanism" and self.mechanism is None:
+            return "mechanism", "required when kind = 'mechanism'"
+        if self.kind == "canary" and self.delta == 0:
+            return "delta", "a canary audit bounds ε at δ > 0"
+        unused = _CANARY_FIELDS if self.kind == "mechanism" else _MECHANISM_FIELDS
+        for name in unused:
+            if name in self.model_fields_set:
+                return name, f"not a field of a {self.kind} audit"
+        return None
+
+    @property
+    def name(self) -> str:
+        return self.label or (f"{self.mechanism} audit" if self.kind == "mechanism" else "canary audit")
+
+
 class Campaign(BaseModel):
     model_config = ConfigDict(extra="forbid")
     campaign: CampaignInfo = Field(default_factory=CampaignInfo)
@@ -258,6 +313,7 @@ class Campaign(BaseModel):
     defense: list[RunConfig] = Field(min_length=1)
     attack: list[AttackConfig] = Field(default_factory=list)
     membership: list[MembershipConfig] = Field(default_factory=list)
+    audit: list[AuditConfig] = Field(default_factory=list)
 
     def targets(self, index: int) -> list[tuple[int, str]]:
         """The defense tables attack `index` applies to, with the scenario on each."""
@@ -288,6 +344,24 @@ class Campaign(BaseModel):
             chosen = [(k, d) for k, d in chosen if d.kind in MODEL_VIEWS]
         if not chosen:
             raise ValueError("no defense table sends a model an attacker can read")
+        return [k for k, _ in chosen]
+
+
+    def audit_targets(self, index: int) -> list[int]:
+        """The defense tables canary audit `index` runs on (none for a mechanism audit)."""
+        from attacks.canary import SCENARIOS
+
+        table = self.audit[index]
+        if table.kind != "canary":
+            return []
+        chosen = _named(self.defense, table.defense)
+        unsupported = [d for _, d in chosen if d.kind not in SCENARIOS]
+        if unsupported and table.defense is not None:
+            raise ValueError(f"defense '{unsupported[0].name}' ({unsupported[0].kind}) has no canary audit "
+                             f"(known: {', '.join(sorted(SCENARIOS))})")
+        chosen = [(k, d) for k, d in chosen if d.kind in SCENARIOS]
+        if not chosen:
+            raise ValueError(f"no defense table has a canary audit (known: {', '.join(sorted(SCENARIOS))})")
         return [k for k, _ in chosen]
 
 
@@ -350,7 +424,7 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign") -> Campaign:
             campaign.targets(index)
         except (TypeError, ValueError) as error:
             raise ConfigError(f"{source}: attack[{index}]: {error}") from None
-    for what, tables in (("attack", campaign.attack), ("membership", campaign.membership)):
+    for what, tables in (("attack", campaign.attack), ("membership", campaign.membership), ("audit", campaign.audit)):
         for index, table in enumerate(tables):
             wrong = table.misplaced()
             if wrong:
@@ -360,6 +434,18 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign") -> Campaign:
             campaign.membership_targets(index)
         except ValueError as error:
             raise ConfigError(f"{source}: membership[{index}]: {error}") from None
+    for index, table in enumerate(campaign.audit):
+        if table.kind == "mechanism":
+            params = MECHANISMS[table.mechanism].Params
+            try:
+                params.model_validate(table.params)
+            except ValidationError as error:
+                raise ConfigError(f"{source}: {_one_line(error, ('audit', index, 'params'), list(params.model_fields))}"
+                                  ) from None
+        try:
+            campaign.audit_targets(index)
+        except ValueError as error:
+            raise ConfigError(f"{source}: audit[{index}]: {error}") from None
     return campaign
 
 
