@@ -26,7 +26,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PYTEST) -q; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
-test-slow: $(STAMP)
+# The slow tests include the Ray executor's, so they install the ray extra.
+$(VENV)/.installed-ray: pyproject.toml | $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,ray]'
+	touch $@
+
+test-slow: $(VENV)/.installed-ray
 	$(PYTEST) -q -m slow; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 # The browser check: open the demo report (run the demo when its results are missing, re-render it

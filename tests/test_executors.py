@@ -57,7 +57,8 @@ CELLS = 18  # 2 learning rates × 3 seeds × (training, inversion, membership)
 def _numbers(value):
     """A row without its wall-clock fields: what must not depend on where or when it ran."""
     if isinstance(value, dict):
-        return {key: _numbers(item) for key, item in value.items() if not key.endswith("wall_s")}
+        return {key: _numbers(item) for key, item in value.items()
+                if not key.endswith("wall_s") and key != "seconds_per_run"}
     if isinstance(value, list):
         return [_numbers(item) for item in value]
     return value
@@ -154,6 +155,22 @@ def test_ray_with_two_workers_gives_the_same_rows(campaign_file, reference, tmp_
     from privaudit.executors import RayExecutor
 
     assert _run(campaign_file, tmp_path, RayExecutor(2)) == reference
+
+
+@pytest.mark.slow
+def test_the_demo_campaign_on_ray_gives_the_numbers_it_gives_locally(tmp_path):
+    """Issue 7's acceptance: the embedded demo (training, inversion, membership, mechanism and
+    canary audits) on a local Ray instance with 2 workers, row for row against this process."""
+    pytest.importorskip("ray")
+    from privaudit.executors import RayExecutor
+
+    campaign, text = read_campaign(None)
+    rows = []
+    for name, executor in (("local", InProcess()), ("ray", RayExecutor(2))):
+        run_campaign(campaign, text, tmp_path / name, progress=False, say=lambda line: None, executor=executor)
+        rows.append(_by_cell(tmp_path / name))
+    assert {row["type"] for row in rows[0]} == {"training", "inversion", "membership", "audit"}
+    assert rows[1] == rows[0]
 
 
 def _nap(seconds: float, out: Path):
