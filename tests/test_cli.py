@@ -43,6 +43,10 @@ def _error(capsys, *argv):
         ('[[defense]]\nkind = "dpsgd"\nagents = 2\n', "topology 'ring' needs at least 3 agents"),
         ('[[defense]]\nkind = "dpsgd"\nbatch_size = 5000\n', "batch_size 5000 exceeds the smallest local dataset"),
         ('[data\n', "invalid TOML"),
+        ('[[defense]]\nkind = "dpsgd"\n[[attack]]\nkind = "dgl"\nrounds = [0]\n',
+         "attack[0].kind: unknown attack 'dgl' (choose from dlg, idlg, ig)"),
+        ('[[defense]]\nkind = "dpsgd"\n[[audit]]\nkind = "mechanism"\nmechanism = "ternry"\n',
+         "audit[0].mechanism: unknown mechanism 'ternry'"),
     ],
 )
 def test_bad_campaigns_give_one_line_and_exit_2(tmp_path, capsys, body, expected):
