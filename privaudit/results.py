@@ -69,9 +69,7 @@ class ResultsStore:
         relative = Path(ARTIFACTS_DIR) / cell / name
         target = self.directory / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+        _replace(target, data)
         return relative.as_posix()
 
     def write_tensors(self, cell: str, name: str, tensors: dict[str, Any]) -> str:
@@ -83,7 +81,12 @@ class ResultsStore:
     def write_campaign(self, text: str) -> None:
         """Keep the campaign beside its results, so the report can be re-rendered from here."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        target = self.directory / CAMPAIGN_FILE
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, target)
+        _replace(self.directory / CAMPAIGN_FILE, text.encode())
+
+
+def _replace(target: Path, data: bytes) -> None:
+    """Write `target` atomically: a temporary file named by this process (so two processes writing
+    into one directory never share one), then a rename."""
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
