@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
-from torchvision.models import resnet18
 
 RESNET_SMALL_INPUT_MAX_SIDE = 64
 
@@ -302,6 +301,8 @@ def build_resnet18(in_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     adaptation: the ImageNet 7×7 stride-2 stem and pool would shrink 32×32 to 8×8 at once);
     larger inputs keep the ImageNet stem with in_shape's channel count.
     """
+    from torchvision.models import resnet18  # here, not at import: torchvision takes seconds to load
+
     channels, height, width = _image_shape("resnet18", in_shape)
     model = resnet18(num_classes=num_classes, norm_layer=_group_norm)
     if max(height, width) <= RESNET_SMALL_INPUT_MAX_SIDE:
