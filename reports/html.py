@@ -52,11 +52,12 @@ def runs_of(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The training rows of each run (one configuration, all its seeds), keyed by a display label.
 
     Two configurations with the same label (a campaign edited between runs into the same
-    results directory) stay apart, the label then carrying the configuration's id."""
+    results directory) stay apart, the label then carrying the configuration's id. Rows from
+    before rows carried a group are each their own run."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         if row_type(row) == "training":
-            groups.setdefault(row["group"], []).append(row)
+            groups.setdefault(row.get("group") or row["cell"], []).append(row)
     label_count: dict[str, int] = {}
     for runs in groups.values():
         label_count[runs[0]["label"]] = label_count.get(runs[0]["label"], 0) + 1

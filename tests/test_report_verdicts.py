@@ -228,3 +228,14 @@ def test_one_refutation_among_several_audits_states_the_chance_of_a_false_one(ro
     assert entry["sentence"] == (f"Refuted by 1 of 2 audits: {REFUTING}. With 2 audits, the chance that one refutes "
                                  "a true claim is at most 10 % (union bound)")
     assert entry["tightness"].startswith("4 of the sound ε (above it: the sound bound itself is contradicted)")
+
+
+def test_rows_from_before_rows_had_a_type_or_group_still_render(tmp_path):
+    """The first results format: no `type`, no `group`; each such row is a run of its own."""
+    store = ResultsStore(tmp_path)
+    for cell in ("a1", "b2"):
+        row = _training(cell, "D-PSGD", NO_PRIVACY, defense="dpsgd")
+        del row["type"], row["group"]
+        store.append(row)
+    assert sorted(runs_of(store.rows())) == ["D-PSGD [a1]", "D-PSGD [b2]"]
+    assert "D-PSGD" in render_report(tmp_path).read_text()
