@@ -369,18 +369,26 @@ def outlier_canaries(setup: Setup, count: int, scale: float, seed: int) -> tuple
 def one_run_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *, canaries: int = 200,
                   guesses: int = 20, victim: int = 0, threat: str = "global_listener", confidence: float = 0.95,
                   delta: float | None = None, seed: int = 0, canary_scale: float = 2.0) -> dict[str, Any]:
+    """The one-run audit of one defense configuration (`build_game`, then `one_run_game`)."""
+    game = build_game(defense, data, victim=victim, threat=threat, seed=seed, canary_scale=canary_scale)
+    return one_run_game(game, canaries=canaries, guesses=guesses, confidence=confidence, delta=delta, seed=seed,
+                        canary_scale=canary_scale)
+
+
+def one_run_game(game: Game, *, canaries: int = 200, guesses: int = 20, confidence: float = 0.95,
+                 delta: float | None = None, seed: int = 0, canary_scale: float = 2.0) -> dict[str, Any]:
     """Steinke et al. 2023's audit in ONE training run: `canaries` outliers, each put in the
     victim's data with probability ½ (sampling rates those of the world without any, as for the
     repeated runs); the attacker scores each from the transcript (`canary_scores`), guesses "in" for the
     `guesses` highest scores and "out" for the `guesses` lowest (k₊ = k₋ fixed in advance, so
     no correction is needed), and the count of right guesses gives ε_LB (`one_run_eps`).
-    Returns a JSON-ready record like `canary_audit`'s."""
+    Returns a JSON-ready record like `audit_game`'s."""
     if not (1 <= guesses and 2 * guesses <= canaries):
         raise ConfigError(f"guesses must satisfy 1 <= guesses and 2 * guesses <= canaries ({canaries}), "
                           f"got {guesses}")
     if not 0 < confidence < 1:
         raise ConfigError(f"confidence must lie in (0, 1), got {confidence}")
-    game = build_game(defense, data, victim=victim, threat=threat, seed=seed, canary_scale=canary_scale)
+    victim, threat = game.victim, game.threat
     claim = DEFENSES[game.kind](game.params, game.setup).claim(game.rounds)
     delta = delta if delta is not None else (claim.delta if claim.delta is not None else DEFAULT_DELTA)
     start = time.perf_counter()

@@ -6,7 +6,7 @@ end in an ε lower bound at a stated confidence, which a row sets beside the cla
 with a verdict, in one shape for both kinds (the report reads only these common fields; the
 audit's own record is kept under `detail`):
 
-    kind, subject, defense, defense_label, status, eps_lb, delta_lb, delta_lb_eps, delta,
+    kind, method, subject, defense, defense_label, status, eps_lb, delta_lb, delta_lb_eps, delta,
     confidence, samples, eps_claimed, eps_sound, exact, verdict, tightness, curve, detail
 
 A canary audit's verdict compares ε_LB with the ε the paper's formula gives (`eps_claimed`) at
@@ -84,14 +84,19 @@ def canary_verdict(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def canary_finding(cell: AuditCell) -> dict[str, Any]:
-    """The repeated-runs canary audit of the training cell `cell.training` (its data, run shape,
-    hyperparameters and seed), `cell.table.runs` runs per world."""
-    from attacks.canary import audit_game, game_for_cell
+    """The canary audit of the training cell `cell.training` (its data, run shape, hyperparameters
+    and seed): `cell.table.runs` runs per world, or one run with `cell.table.canaries` canaries."""
+    from attacks.canary import audit_game, game_for_cell, one_run_game
 
     table, training = cell.table, cell.training
     game = game_for_cell(training, victim=table.victim, threat=table.threat, canary_label=table.canary_label,
                          canary_scale=table.canary_scale)
-    record = audit_game(game, runs=table.runs, confidence=table.confidence, delta=table.delta, seed=training.seed)
+    if table.method == "repeated":
+        record = audit_game(game, runs=table.runs, confidence=table.confidence, delta=table.delta,
+                            seed=training.seed)
+    else:
+        record = one_run_game(game, canaries=table.canaries, guesses=table.guesses, confidence=table.confidence,
+                              delta=table.delta, seed=training.seed, canary_scale=table.canary_scale)
     sound = _finite(record["eps_sound"])
     return {
         "subject": training.label,
@@ -102,7 +107,7 @@ def canary_finding(cell: AuditCell) -> dict[str, Any]:
         "delta_lb_eps": None,
         "delta": record["delta"],
         "confidence": table.confidence,
-        "samples": table.runs,
+        "samples": table.runs if table.method == "repeated" else table.canaries,
         "eps_claimed": record["eps_claimed"],
         "eps_sound": sound,
         "exact": None,
@@ -148,6 +153,7 @@ def audit_row(cell: AuditCell) -> dict[str, Any]:
         "training": None if cell.training is None else cell.training.id,
         "label": cell.label,
         "kind": table.kind,
+        "method": table.method if table.kind == "canary" else None,
         "seed": cell.seed,
         **found,
         "wall_s": time.perf_counter() - started,

@@ -254,7 +254,9 @@ class MembershipConfig(ThreatConfig):
 
 AUDIT_KINDS = ("mechanism", "canary")
 _MECHANISM_FIELDS = ("mechanism", "params", "adjacency", "dim", "releases", "samples", "curve")
-_CANARY_FIELDS = ("defense", "runs", "victim", "threat", "canary_label", "canary_scale")
+_CANARY_FIELDS = ("defense", "method", "runs", "canaries", "guesses", "victim", "threat", "canary_label",
+                  "canary_scale")
+CANARY_METHODS = ("repeated", "one_run")
 
 
 class AuditConfig(BaseModel):
@@ -264,10 +266,12 @@ class AuditConfig(BaseModel):
     `attacks.mechanisms.MECHANISMS`, with its `params`), neighbours searched under `adjacency` at
     `dim`, `releases` releases seen together, `samples` observations per input, and the bound
     re-estimated at each size in `curve` for the tightness-against-samples figure; one cell per seed.
-    `kind = "canary"`: repeated runs of each run of the named defense tables (`defense`, by label;
-    every table a canary audit supports when omitted) with and without a canary record at `victim`,
-    `runs` per world, scored from what `threat` hears (`attacks/canary.py`); one cell per run and
-    seed. `delta` is the δ of ε_LB (default: the claim's δ, else 1e-5).
+    `kind = "canary"`: each run of the named defense tables (`defense`, by label; every table a
+    canary audit supports when omitted), scored from what `threat` hears (`attacks/canary.py`); one
+    cell per run and seed. `method = "repeated"` trains it `runs` times per world, with and without
+    a canary record at `victim`; `"one_run"` trains it once with `canaries` canaries, each in the
+    victim's data with probability ½, and guesses the `guesses` highest and lowest scored (Steinke,
+    Nasr & Jagielski 2023). `delta` is the δ of ε_LB (default: the claim's δ, else 1e-5).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -283,7 +287,10 @@ class AuditConfig(BaseModel):
     samples: int | None = Field(None, ge=100, description="observations per input (default: the audit's)")
     curve: list[Annotated[int, Field(ge=100)]] = Field(default_factory=list)
     defense: list[str] | None = None
-    runs: int = Field(100, ge=8, description="canary: training runs per world")
+    method: one_of(CANARY_METHODS, "canary method") = "repeated"
+    runs: int = Field(100, ge=8, description="repeated: training runs per world")
+    canaries: int = Field(200, ge=2, description="one_run: canaries in the one training run")
+    guesses: int = Field(20, ge=1, description="one_run: guesses per side (highest and lowest scores)")
     victim: int = Field(0, ge=0)
     threat: one_of(THREATS, "threat model") = "global_listener"
     canary_label: int = Field(0, ge=0)
@@ -295,6 +302,13 @@ class AuditConfig(BaseModel):
             return "mechanism", "required when kind = 'mechanism'"
         if self.kind == "canary" and self.delta == 0:
             return "delta", "a canary audit bounds ε at δ > 0"
+        if self.kind == "canary":
+            unused = ("canaries", "guesses") if self.method == "repeated" else ("runs",)
+            for name in unused:
+                if name in self.model_fields_set:
+                    return name, f"not a field of a {self.method} canary audit"
+            if self.method == "one_run" and 2 * self.guesses > self.canaries:
+                return "guesses", f"2 × guesses must be at most canaries ({self.canaries}), got {self.guesses}"
         unused = _CANARY_FIELDS if self.kind == "mechanism" else _MECHANISM_FIELDS
         for name in unused:
             if name in self.model_fields_set:

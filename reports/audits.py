@@ -40,11 +40,15 @@ def number(value: Any) -> str:
 
 
 def samples_text(row: dict[str, Any]) -> str:
-    """How much the bound rests on: observations per input (mechanism) or runs per world (canary)."""
+    """How much the bound rests on: observations per input (mechanism), runs per world (canary,
+    repeated runs) or canaries in one training run (canary, one run)."""
     samples = row.get("samples")
     if not isinstance(samples, int):
         return "samples not stored"
-    unit = "runs per world" if row.get("kind") == "canary" else "observations per input"
+    if row.get("kind") != "canary":
+        unit = "observations per input"
+    else:
+        unit = "canaries in one training run" if row.get("method") == "one_run" else "runs per world"
     return f"{samples:,} {unit}"
 
 

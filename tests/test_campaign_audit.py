@@ -54,6 +54,16 @@ def test_canary_audit_runs_on_the_targeted_defense_and_is_judged_against_its_cla
     assert len(again.rows()) == len(store.rows())
 
 
+def test_one_run_canary_audit_trains_once_and_counts_its_canaries(tmp_path):
+    table = CANARY | {"method": "one_run", "canaries": 40, "guesses": 5}
+    del table["runs"]
+    store = run_campaign(_campaign([table], defenses=(DP,)), "# t", tmp_path, progress=False, say=lambda _: None)
+    (row,) = [row for row in store.rows() if row["type"] == "audit"]
+    assert row["status"] == "ok" and row["method"] == "one_run" and row["samples"] == 40
+    assert row["detail"]["guesses"] == 10 and 0 <= row["detail"]["correct"] <= 10
+    assert 0 <= row["eps_lb"] <= row["eps_sound"] and row["verdict"]["status"] == "consistent"
+
+
 @pytest.mark.parametrize("table, message", [
     ({"kind": "mechanism"}, "audit[0].mechanism: required"),
     ({"kind": "mechanism", "mechanism": "ternary", "params": {"r": -1}}, "audit[0].params.r"),
@@ -61,6 +71,9 @@ def test_canary_audit_runs_on_the_targeted_defense_and_is_judged_against_its_cla
     ({"kind": "canary", "adjacency": "l2"}, "audit[0].adjacency: not a field of a canary audit"),
     ({"kind": "canary", "defense": ["nope"]}, "no defense table labelled 'nope'"),
     ({"kind": "sniff"}, "audit[0].kind: unknown audit kind 'sniff'"),
+    ({"kind": "canary", "canaries": 10}, "audit[0].canaries: not a field of a repeated canary audit"),
+    ({"kind": "canary", "method": "one_run", "runs": 10}, "audit[0].runs: not a field of a one_run canary audit"),
+    ({"kind": "canary", "method": "one_run", "canaries": 10, "guesses": 6}, "audit[0].guesses: 2 × guesses"),
 ])
 def test_bad_audit_tables_are_one_line_errors(table, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")) as caught:

@@ -34,4 +34,5 @@ def test_demo_campaign_shows_the_whole_suite():
     assert {"dpsgd", "dp_dpsgd", "dpdl", "ternary"} <= kinds
     assert [len(table.rounds) for table in campaign.attack] == [2]
     assert campaign.membership
-    assert [(table.kind, table.mechanism) for table in campaign.audit] == [("mechanism", "ternary"), ("canary", None)]
+    assert [(table.kind, table.mechanism or table.method) for table in campaign.audit] == [
+        ("mechanism", "ternary"), ("canary", "repeated"), ("canary", "one_run")]
