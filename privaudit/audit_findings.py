@@ -7,7 +7,7 @@ with a verdict, in one shape for both kinds (the report reads only these common 
 audit's own record is kept under `detail`):
 
     kind, method, subject, defense, defense_label, status, eps_lb, delta_lb, delta_lb_eps, delta,
-    confidence, samples, eps_claimed, eps_sound, exact, verdict, tightness, curve, detail
+    confidence, samples, eps_claimed, eps_sound, delta_sound, exact, verdict, tightness, curve, detail
 
 A canary audit's verdict compares ε_LB with the ε the paper's formula gives (`eps_claimed`) at
 the claim's δ: a bound above it refutes the claim at the stated confidence; a defense that claims
@@ -61,6 +61,7 @@ def mechanism_finding(cell: AuditCell) -> dict[str, Any]:
         "samples": report.samples,
         "eps_claimed": None if claim is None else claim["audited_eps"],
         "eps_sound": _finite(report.sound.eps),
+        "delta_sound": _finite(report.sound.delta),
         "exact": record["exact"],
         "verdict": record["verdict"],
         "tightness": record["tightness"],
@@ -110,6 +111,7 @@ def canary_finding(cell: AuditCell) -> dict[str, Any]:
         "samples": table.runs if table.method == "repeated" else table.canaries,
         "eps_claimed": record["eps_claimed"],
         "eps_sound": sound,
+        "delta_sound": None,
         "exact": None,
         "verdict": canary_verdict(record),
         "tightness": {"of": "eps", "sound": record["eps_lb"] / sound if sound else None, "exact": None},
@@ -128,6 +130,7 @@ def audit_headline(row: dict[str, Any]) -> str:
 
 
 _EMPTY = {"eps_lb": None, "delta_lb": None, "delta_lb_eps": None, "eps_claimed": None, "eps_sound": None,
+          "delta_sound": None,
           "exact": None, "tightness": None, "curve": [], "detail": None}
 
 

@@ -36,6 +36,7 @@ def test_mechanism_audit_row_has_the_bound_the_curve_and_the_verdict(tmp_path):
     assert set(COMMON) <= set(row) and row["status"] == "ok"
     assert row["defense"] == "ternary" and row["kind"] == "mechanism"
     assert 0.08 <= row["delta_lb"] <= 0.1 < row["exact"]["delta"] + 1e-9
+    assert row["delta_sound"] == pytest.approx(0.1) and row["eps_sound"] is None
     assert [point["samples"] for point in row["curve"]] == [2_000, 5_000]
     assert row["verdict"]["status"] == "consistent"
 
