@@ -351,15 +351,9 @@ class Campaign(BaseModel):
         table = self.membership[index]
         chosen = _named(self.defense, table.defense)
         if table.target == "intercepted":
-            unheard = [d for _, d in chosen if d.kind not in MODEL_VIEWS]
-            if unheard and table.defense is not None:
-                raise ValueError(f"defense '{unheard[0].name}' ({unheard[0].kind}) sends no model an "
-                                 f"attacker can read (known: {', '.join(MODEL_VIEWS)})")
-            chosen = [(k, d) for k, d in chosen if d.kind in MODEL_VIEWS]
-        if not chosen:
-            raise ValueError("no defense table sends a model an attacker can read")
+            chosen = _supporting(chosen, MODEL_VIEWS, table.defense is not None, "sends no model an attacker can read",
+                                 "sends a model an attacker can read")
         return [k for k, _ in chosen]
-
 
     def audit_targets(self, index: int) -> list[int]:
         """The defense tables canary audit `index` runs on (none for a mechanism audit)."""
@@ -368,15 +362,24 @@ class Campaign(BaseModel):
         table = self.audit[index]
         if table.kind != "canary":
             return []
-        chosen = _named(self.defense, table.defense)
-        unsupported = [d for _, d in chosen if d.kind not in SCENARIOS]
-        if unsupported and table.defense is not None:
-            raise ValueError(f"defense '{unsupported[0].name}' ({unsupported[0].kind}) has no canary audit "
-                             f"(known: {', '.join(sorted(SCENARIOS))})")
-        chosen = [(k, d) for k, d in chosen if d.kind in SCENARIOS]
-        if not chosen:
-            raise ValueError(f"no defense table has a canary audit (known: {', '.join(sorted(SCENARIOS))})")
+        chosen = _supporting(_named(self.defense, table.defense), SCENARIOS, table.defense is not None,
+                             "has no canary audit", "has a canary audit")
         return [k for k, _ in chosen]
+
+
+def _supporting(chosen: list[tuple[int, RunConfig]], kinds, named: bool, lacks: str,
+                has: str) -> list[tuple[int, RunConfig]]:
+    """The chosen defense tables whose kind is one of `kinds`. A table the attack names by label
+    that is not one is an error (`defense 'X' (kind) <lacks>`), as is none being left; tables
+    chosen by default are just skipped."""
+    known = ", ".join(sorted(kinds))
+    unsupported = [d for _, d in chosen if d.kind not in kinds]
+    if unsupported and named:
+        raise ValueError(f"defense '{unsupported[0].name}' ({unsupported[0].kind}) {lacks} (known: {known})")
+    supported = [(k, d) for k, d in chosen if d.kind in kinds]
+    if not supported:
+        raise ValueError(f"no defense table {has} (known: {known})")
+    return supported
 
 
 def _named(defenses: list[RunConfig], labels: list[str] | None) -> list[tuple[int, RunConfig]]:
