@@ -130,8 +130,7 @@ def audit_headline(row: dict[str, Any]) -> str:
 
 
 _EMPTY = {"eps_lb": None, "delta_lb": None, "delta_lb_eps": None, "eps_claimed": None, "eps_sound": None,
-          "delta_sound": None,
-          "exact": None, "tightness": None, "curve": [], "detail": None}
+          "delta_sound": None, "exact": None, "tightness": None, "curve": [], "detail": None}
 
 
 def audit_row(cell: AuditCell) -> dict[str, Any]:

@@ -80,3 +80,18 @@ def test_bad_audit_tables_are_one_line_errors(table, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")) as caught:
         _campaign([table])
     assert "\n" not in str(caught.value)
+
+
+def test_an_audit_that_fails_on_a_value_is_a_failed_row_and_the_campaign_goes_on(tmp_path, monkeypatch):
+    import privaudit.audit_findings as findings
+
+    def broken(cell):
+        raise ValueError("scores are not finite")
+
+    monkeypatch.setattr(findings, "mechanism_finding", broken)
+    store = run_campaign(_campaign([TERNARY, CANARY | {"runs": 8}]), "# t", tmp_path, progress=False,
+                         say=lambda _: None)
+    audits = {row["kind"]: row for row in store.rows() if row["type"] == "audit"}
+    assert audits["mechanism"]["status"] == "failed: scores are not finite" and audits["mechanism"]["eps_lb"] is None
+    assert audits["mechanism"]["verdict"]["status"] == "not evaluable"
+    assert audits["canary"]["status"] == "ok"
