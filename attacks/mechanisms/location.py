@@ -2,18 +2,21 @@
 the Laplace and Gaussian mechanisms (`textbook.py`) and the defenses' releases (`releases.py`).
 
 Boundary candidate pairs, sufficient statistics (the Laplace log-likelihood ratio, the Gaussian
-projection) and the exact Laplace law; `_unit` also builds the candidates of randomized
-response and the quantizers.
+projection), the exact Laplace law, and `GaussianLocation`, the base of every release that is a
+Gaussian shift of its input; `_unit` also builds the candidates of randomized response and the
+quantizers.
 """
 
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 
 import numpy as np
 
-from attacks.mechanisms.adjacency import Pair
-from attacks.mechanisms.laws import Factor, LaplaceFactor
+from attacks.mechanisms.adjacency import Pair, Setting, l2_reach
+from attacks.mechanisms.base import Mechanism
+from attacks.mechanisms.laws import Factor, GaussianFactor, LaplaceFactor, PrivacyCurve, privacy_curve
 
 
 def _unit(dim: int, k: int = 0) -> np.ndarray:
@@ -64,3 +67,30 @@ def _laplace_factors(scale: float, shift: np.ndarray) -> list[Factor]:
     moved = np.abs(shift[shift != 0])
     values, counts = np.unique(moved, return_counts=True)
     return [LaplaceFactor(scale, float(v), int(c)) for v, c in zip(values, counts)]
+
+
+class GaussianLocation(Mechanism):
+    """A release whose law, in the input's units, is x plus spherical Gaussian noise of std
+    `input_sigma`: against a neighbour it is a Gaussian shift of ‖x − x′‖₂, the projection on
+    x′ − x is sufficient, and the boundary pairs are the location pairs."""
+
+    @property
+    @abstractmethod
+    def input_sigma(self) -> float:
+        """The noise std in units of the input (its ℓ2 sensitivity)."""
+
+    def statistic(self, outputs: np.ndarray, pair: Pair) -> np.ndarray:
+        return _projection(outputs, pair.x, pair.x_prime)
+
+    def candidates(self, norm: float, dim: int) -> list[Pair]:
+        return _location_pairs(norm, dim)
+
+    def law(self, pair: Pair) -> list[Factor]:
+        shift = pair.distance(2)
+        return [GaussianFactor(self.input_sigma, shift)] if shift > 0 else []
+
+    def worst_curve(self, setting: Setting) -> tuple[PrivacyCurve, float]:
+        """The exact curve of the worst pair of the adjacency (the largest ℓ2 shift it allows), and
+        that shift."""
+        reach = l2_reach(setting.norm, setting.dim)
+        return privacy_curve([GaussianFactor(self.input_sigma, reach)], setting.releases), reach

@@ -24,8 +24,9 @@ from scipy.stats import binom
 from attacks.mechanisms.adjacency import Pair, Setting, l1_reach, l2_reach
 from attacks.mechanisms.base import Mechanism, MechanismParams, register
 from attacks.mechanisms.claims import MechanismClaim, Sound, _from_curve, _pure
-from attacks.mechanisms.laws import Factor, GaussianFactor, GaussianMixtureFactor, privacy_curve
-from attacks.mechanisms.location import _laplace_factors, _laplace_log_ratio, _location_pairs, _projection
+from attacks.mechanisms.laws import Factor, GaussianMixtureFactor
+from attacks.mechanisms.location import (GaussianLocation, _laplace_factors, _laplace_log_ratio, _location_pairs,
+                                         _projection)
 from privaudit.accounting import Claim, epsilon
 from privaudit.errors import ConfigError
 
@@ -41,7 +42,7 @@ class CrossGradientParams(MechanismParams):
 
 
 @register
-class CrossGradient(Mechanism):
+class CrossGradient(GaussianLocation):
     """One DPDL cross-gradient (seed 000, eq. 10): (Σ_b clip(g_b) + z)/B, z ~ N(0, σ²C² I).
 
     The input x is the replaced record's clipped gradient in units of 2C (replacing one record of
@@ -55,19 +56,14 @@ class CrossGradient(Mechanism):
     title = "DPDL cross-gradient release (seed 000)"
     Params = CrossGradientParams
 
+    @property
+    def input_sigma(self) -> float:
+        """σC/B of noise on a shift of 2C x/B: σ/2 in units of x."""
+        return self.params.sigma / 2
+
     def sample(self, x: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         p = self.params
         return (2 * p.clip * x + p.sigma * p.clip * rng.standard_normal((n, len(x)))) / p.batch_size
-
-    def statistic(self, outputs: np.ndarray, pair: Pair) -> np.ndarray:
-        return _projection(outputs, pair.x, pair.x_prime)
-
-    def candidates(self, norm: float, dim: int) -> list[Pair]:
-        return _location_pairs(norm, dim)
-
-    def law(self, pair: Pair) -> list[Factor]:
-        shift = pair.distance(2)
-        return [GaussianFactor(self.params.sigma / 2, shift)] if shift > 0 else []
 
     def claim(self, setting: Setting) -> MechanismClaim:
         sound = self.sound(setting, 0.0)
@@ -87,8 +83,7 @@ class CrossGradient(Mechanism):
                         "with sampling rate q, not one release of a batch that holds the record")
 
     def sound(self, setting: Setting, at: float) -> Sound:
-        reach = l2_reach(setting.norm, setting.dim)
-        curve = privacy_curve([GaussianFactor(self.params.sigma / 2, reach)], setting.releases)
+        curve, reach = self.worst_curve(setting)
         return _from_curve(curve, setting, at, True, f"Gaussian release, noise multiplier σ/2 against "
                            f"sensitivity 2C·{reach:.4g}")
 

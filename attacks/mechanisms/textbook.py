@@ -12,11 +12,11 @@ import math
 import numpy as np
 from pydantic import Field
 
-from attacks.mechanisms.adjacency import Pair, Setting, l1_reach, l2_reach, norm_name
+from attacks.mechanisms.adjacency import Pair, Setting, l1_reach, norm_name
 from attacks.mechanisms.base import Mechanism, MechanismParams, register
 from attacks.mechanisms.claims import MechanismClaim, Sound, _from_curve, _pure
-from attacks.mechanisms.laws import Factor, GaussianFactor, PmfFactor, privacy_curve
-from attacks.mechanisms.location import _laplace_factors, _laplace_log_ratio, _location_pairs, _projection, _unit
+from attacks.mechanisms.laws import Factor, PmfFactor, privacy_curve
+from attacks.mechanisms.location import GaussianLocation, _laplace_factors, _laplace_log_ratio, _location_pairs, _unit
 from privaudit.accounting import Claim
 
 
@@ -78,23 +78,17 @@ class GaussianParams(MechanismParams):
 
 
 @register
-class Gaussian(Mechanism):
+class Gaussian(GaussianLocation):
     name = "gaussian"
     title = "Gaussian mechanism"
     Params = GaussianParams
 
+    @property
+    def input_sigma(self) -> float:
+        return self.params.sigma
+
     def sample(self, x: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         return x + self.params.sigma * rng.standard_normal((n, len(x)))
-
-    def statistic(self, outputs: np.ndarray, pair: Pair) -> np.ndarray:
-        return _projection(outputs, pair.x, pair.x_prime)
-
-    def candidates(self, norm: float, dim: int) -> list[Pair]:
-        return _location_pairs(norm, dim)
-
-    def law(self, pair: Pair) -> list[Factor]:
-        shift = pair.distance(2)
-        return [GaussianFactor(self.params.sigma, shift)] if shift > 0 else []
 
     def claim(self, setting: Setting) -> MechanismClaim:
         """Dwork & Roth 2014, Thm A.1: σ ≥ cΔ₂/ε with c² > 2 ln(1.25/δ) gives (ε, δ)-DP for ε < 1,
@@ -117,8 +111,7 @@ class Gaussian(Mechanism):
                               unevaluable=outside)
 
     def sound(self, setting: Setting, at: float) -> Sound:
-        reach = l2_reach(setting.norm, setting.dim)
-        curve = privacy_curve([GaussianFactor(self.params.sigma, reach)], setting.releases)
+        curve, reach = self.worst_curve(setting)
         return _from_curve(curve, setting, at, True, f"Gaussian privacy curve at ℓ2 sensitivity {reach:.4g} "
                            f"(sup ‖x − x′‖₂ under {norm_name(setting.norm)} ≤ 1), attained")
 
