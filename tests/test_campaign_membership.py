@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from privaudit.campaign import build_defense, expand, expand_membership, plan_membership, run_campaign
+from privaudit.campaign import build_defense, expand, expand_membership, run_campaign
 from privaudit.cli import main
 from privaudit.config import parse_campaign
 from privaudit.membership_findings import METHODS, attacker_data, reference_models
