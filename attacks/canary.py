@@ -19,14 +19,14 @@ chosen on a held-out quarter of the runs (`choose_threshold`), its FPR/FNR bound
 Clopper–Pearson on the rest (`attacks.audit.bound_test`), so the bound holds at the stated
 confidence (that module's docstring).
 
-`one_run_audit` is the one-training-run variant (Steinke, Nasr & Jagielski 2023): many canaries,
+`one_run_game` is the one-training-run variant (Steinke, Nasr & Jagielski 2023): many canaries,
 each in the victim's data with probability ½, the same score per canary, and ε_LB from the count
 of right guesses among the highest and lowest scored (their binomial-tail theorem for (ε, δ)-DP).
 
 Neighbouring datasets: add/remove of the canary, the adjacency DP-D-PSGD's claim is for. Its code
 samples agent i's records with rate q_i = B/|D_i|, which the canary would lower by a factor
 |D_i|/(|D_i|+1); the accountant analyses one fixed q, so the world with the canary keeps the
-sampling sizes of the world without it (`defenses.base.Setup.rate_sizes`, set by `with_records`).
+sampling sizes of the world without it (`privaudit.setup.Setup.rate_sizes`, set by `with_records`).
 A defense joins by naming, in `SCENARIOS`, an extractor whose target is the victim's released
 single-step gradient at a known point.
 """
@@ -47,13 +47,12 @@ from torch import Tensor
 from attacks.audit import SELECT_FRACTION, bound_test, clopper_pearson_upper
 from attacks.extract import Target, extractor
 from defenses import DEFENSES
-from defenses.base import Defense, DefenseParams, Setup
-from privaudit.campaign import Cell, build_setup, expand
-from privaudit.config import parse_campaign
+from defenses.base import Defense, DefenseParams
 from privaudit.errors import ConfigError
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import per_sample_grads_agents
 from privaudit.sampling import LocalData
+from privaudit.setup import Setup
 from privaudit.sim import simulate
 from privaudit.threats import build_tap
 from privaudit.wire import Kind, Transcript
@@ -222,50 +221,24 @@ def _summary(values: np.ndarray) -> dict[str, float]:
             "max": float(values.max())}
 
 
-def build_game(defense: dict[str, Any], data: dict[str, Any] | None = None, *, victim: int = 0,
-               threat: str = "global_listener", seed: int = 0, canary_label: int = 0,
-               canary_scale: float = 2.0) -> Game:
-    """A game from a `[[defense]]` table and a `[data]` table, as a campaign file writes them;
-    every problem is a one-line ConfigError."""
-    campaign = parse_campaign({"campaign": {"name": "canary", "seeds": [seed]}, "data": data or {},
-                               "defense": [defense]})
-    cells = expand(campaign)
-    if len(cells) != 1:
-        raise ConfigError(f"a canary audit runs one configuration; the defense table expands to {len(cells)}")
-    return game_for_cell(cells[0], victim=victim, threat=threat, canary_label=canary_label,
-                         canary_scale=canary_scale)
-
-
-def game_for_cell(cell: Cell, *, victim: int = 0, threat: str = "global_listener", canary_label: int = 0,
-                  canary_scale: float = 2.0) -> Game:
-    """The game of one campaign training cell (its data, run shape, hyperparameters and seed);
-    every problem is a one-line ConfigError."""
-    if cell.run.kind not in SCENARIOS:
-        raise ConfigError(f"no canary audit for defense '{cell.run.kind}' (known: {', '.join(sorted(SCENARIOS))})")
-    if cell.run.rounds < 2:
+def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, victim: int = 0,
+              threat: str = "global_listener", canary_label: int = 0, canary_scale: float = 2.0) -> Game:
+    """The game of one defense configuration on `setup` (its outlier canary fixed by the set-up's
+    seed); every problem is a one-line ConfigError."""
+    if kind not in SCENARIOS:
+        raise ConfigError(f"no canary audit for defense '{kind}' (known: {', '.join(sorted(SCENARIOS))})")
+    if rounds < 2:
         raise ConfigError(f"a canary audit needs rounds >= 2 (a state difference reads rounds t and t+1), "
-                          f"got {cell.run.rounds}")
-    setup = build_setup(cell)
+                          f"got {rounds}")
     if not 0 <= canary_label < setup.data.num_classes:
         raise ConfigError(f"canary_label {canary_label} is not a class (0..{setup.data.num_classes - 1})")
     try:
-        tap = build_tap(threat, victim, setup.topology, rounds=range(cell.run.rounds), kinds=[Kind.MODEL])
-        extractor(cell.run.kind, SCENARIOS[cell.run.kind]).check(tap, victim, setup.topology, cell.run.rounds - 2)
+        tap = build_tap(threat, victim, setup.topology, rounds=range(rounds), kinds=[Kind.MODEL])
+        extractor(kind, SCENARIOS[kind]).check(tap, victim, setup.topology, rounds - 2)
     except ValueError as error:
         raise ConfigError(f"canary audit: {error}") from None
-    return Game(setup, cell.run.kind, cell.params, cell.run.rounds, victim, threat,
-                outlier_canary(setup, canary_label, canary_scale, cell.seed))
-
-
-def canary_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *, runs: int = 200,
-                 victim: int = 0, threat: str = "global_listener", confidence: float = 0.95,
-                 delta: float | None = None, seed: int = 0, canary_label: int = 0, canary_scale: float = 2.0,
-                 null: bool = False) -> dict[str, Any]:
-    """The repeated-runs canary audit of one defense configuration (`build_game`, then
-    `audit_game`)."""
-    game = build_game(defense, data, victim=victim, threat=threat, seed=seed, canary_label=canary_label,
-                      canary_scale=canary_scale)
-    return audit_game(game, runs=runs, confidence=confidence, delta=delta, seed=seed, null=null)
+    return Game(setup, kind, params, rounds, victim, threat, outlier_canary(setup, canary_label, canary_scale,
+                                                                           setup.seed))
 
 
 def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: float | None = None,
@@ -364,15 +337,6 @@ def outlier_canaries(setup: Setup, count: int, scale: float, seed: int) -> tuple
     signs = torch.randint(0, 2, shape, generator=generator).to(setup.data.x_train.dtype) * 2 - 1
     labels = torch.randint(0, setup.data.num_classes, (count,), generator=generator).to(setup.data.y_train.dtype)
     return signs * scale, labels
-
-
-def one_run_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *, canaries: int = 200,
-                  guesses: int = 20, victim: int = 0, threat: str = "global_listener", confidence: float = 0.95,
-                  delta: float | None = None, seed: int = 0, canary_scale: float = 2.0) -> dict[str, Any]:
-    """The one-run audit of one defense configuration (`build_game`, then `one_run_game`)."""
-    game = build_game(defense, data, victim=victim, threat=threat, seed=seed, canary_scale=canary_scale)
-    return one_run_game(game, canaries=canaries, guesses=guesses, confidence=confidence, delta=delta, seed=seed,
-                        canary_scale=canary_scale)
 
 
 def one_run_game(game: Game, *, canaries: int = 200, guesses: int = 20, confidence: float = 0.95,

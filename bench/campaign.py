@@ -23,9 +23,9 @@ import time
 
 import torch
 
-from privaudit.campaign import run_campaign
-from privaudit.config import Campaign, parse_campaign
-from privaudit.executors import Executor, InProcess, ProcessPool
+from privaudit.campaign.config import Campaign, parse_campaign
+from privaudit.campaign.executors import Executor, InProcess, ProcessPool
+from privaudit.campaign.run import run_campaign
 from privaudit.results import ResultsStore
 
 LEARNING_RATES = [0.05, 0.1, 0.2, 0.4]
@@ -72,7 +72,7 @@ def main() -> None:
     executors: list[tuple[str, Executor]] = [("local, 1 worker (in process)", InProcess()),
                                              (f"local, {args.workers} workers", ProcessPool(args.workers))]
     if args.ray:
-        from privaudit.executors import RayExecutor
+        from privaudit.campaign.executors import RayExecutor
 
         executors.append((f"ray, {args.workers} workers", RayExecutor(args.workers)))
     results, reference_rows = [], None

@@ -18,14 +18,15 @@ time over it, the overhead of listening, extracting and scoring. The one-run aud
 from __future__ import annotations
 
 import argparse
-import json
 import dataclasses
+import json
 import time
 
 import torch
 
-from attacks.canary import build_game, canary_audit, one_run_audit, ratio
+from attacks.canary import ratio
 from defenses import DEFENSES
+from privaudit.campaign.audit_findings import canary_audit, game_for_table, one_run_audit
 from privaudit.sim import simulate
 
 DATA = {"dataset": "digits", "max_train": 200}
@@ -39,7 +40,7 @@ def table(kind: str, rounds: int, sigma: float | None) -> dict:
 
 def plain_run_seconds(defense_table: dict, repeats: int = 20) -> float:
     """Mean time of one training run of the configuration with nothing listening."""
-    game = build_game(defense_table, DATA)
+    game = game_for_table(defense_table, DATA)
     start = time.perf_counter()
     for seed in range(repeats):
         setup = dataclasses.replace(game.setup, generator=torch.Generator().manual_seed(seed))

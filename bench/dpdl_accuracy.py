@@ -23,8 +23,8 @@ import torch
 
 import defenses.dpdl  # noqa: F401  (registers "dpdl")
 from privaudit.accounting import epsilon
-from privaudit.campaign import build_defense, expand
-from privaudit.config import parse_campaign
+from privaudit.campaign.cells import build_defense, expand
+from privaudit.campaign.config import parse_campaign
 from privaudit.sim import simulate
 
 SHAPE = {"topology": "bipartite", "agents": 10, "model": "mlp", "batch_size": 32}

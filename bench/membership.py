@@ -17,8 +17,10 @@ import argparse
 import json
 import time
 
-from privaudit.campaign import build_defense, expand, expand_membership, membership_rows, plan_membership, run_cell
-from privaudit.config import parse_campaign
+from privaudit.campaign.cells import build_defense, expand, expand_membership
+from privaudit.campaign.config import parse_campaign
+from privaudit.campaign.jobs import run_cell
+from privaudit.campaign.membership_findings import membership_rows, plan_membership
 from privaudit.results import ResultsStore
 
 DEFENSES = {

@@ -10,7 +10,6 @@ paper's claim (`claim`) and describes the mechanism it really runs as a dp_accou
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import dp_accounting
@@ -19,10 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from torch import Tensor
 
 from privaudit.accounting import Claim
-from privaudit.data import Dataset
-from privaudit.flatmodel import FlatModel
-from privaudit.sampling import LocalData
-from privaudit.topology import Topology
+from privaudit.setup import Setup
 from privaudit.wire import Wire
 
 
@@ -30,28 +26,6 @@ class DefenseParams(BaseModel):
     """Base of every defense's hyperparameters; unknown fields are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-@dataclass
-class Setup:
-    """Everything a defense runs on, built once per cell from the campaign and the seed."""
-
-    topology: Topology
-    model: FlatModel
-    model_name: str
-    data: Dataset
-    local: LocalData
-    generator: torch.Generator
-    seed: int
-    rate_sizes: Tensor | None = None
-    """Local dataset sizes n_i that Poisson sampling rates q_i = B/n_i are computed from; None
-    means the actual sizes. Add/remove DP analyses one fixed q per agent, so a neighbouring world
-    with a record added (a canary audit) keeps the sizes of the world without it."""
-
-    @property
-    def sampling_sizes(self) -> Tensor:
-        """The sizes sampling rates are computed from (`rate_sizes`, else the shards' sizes)."""
-        return self.local.sizes if self.rate_sizes is None else self.rate_sizes
 
 
 class Defense(ABC):

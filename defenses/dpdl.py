@@ -76,9 +76,10 @@ import torch
 from pydantic import Field, model_validator
 from torch import Tensor
 
-from defenses.base import Defense, DefenseParams, Setup, register
+from defenses.base import Defense, DefenseParams, register
 from privaudit.accounting import Claim, epsilon
 from privaudit.grads import clip_l2, per_sample_grads_agents
+from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
 
 # Largest per-sample gradient tensor (rows × B × P floats) computed in one call.

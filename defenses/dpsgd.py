@@ -21,9 +21,10 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from defenses.base import Defense, DefenseParams, Setup, register
+from defenses.base import Defense, DefenseParams, register
 from privaudit.accounting import Claim, epsilon, subsampled_gaussian
 from privaudit.grads import batch_grads, clip_l2, per_sample_grads_agents
+from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
 
 

@@ -74,9 +74,10 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from defenses.base import Defense, DefenseParams, Setup, register
+from defenses.base import Defense, DefenseParams, register
 from privaudit.accounting import Claim, epsilon
 from privaudit.grads import batch_grads, smooth_clip
+from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
 
 PAPER_EPS_STATED = 19.6

@@ -44,10 +44,11 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from defenses.base import Defense, DefenseParams, Setup, register
+from defenses.base import Defense, DefenseParams, register
 from privaudit.accounting import Claim
 from privaudit.grads import batch_grads
 from privaudit.quantizers import TernaryQuantizerDpEvent, outside, ternary, worst_case_delta
+from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
 
 

@@ -98,9 +98,10 @@ import torch
 from pydantic import Field, model_validator
 from torch import Tensor
 
-from defenses.base import Defense, DefenseParams, Setup, register
+from defenses.base import Defense, DefenseParams, register
 from privaudit.accounting import Claim, pure_epsilon
 from privaudit.grads import clip_l1, per_sample_grads_agents
+from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
 
 TAIL_FROM = 100_000

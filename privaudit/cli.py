@@ -33,8 +33,9 @@ def _workers(text: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from privaudit.campaign import read_campaign, run_campaign
-    from privaudit.executors import make_executor
+    from privaudit.campaign.config import read_campaign
+    from privaudit.campaign.executors import make_executor
+    from privaudit.campaign.run import run_campaign
     from reports.html import render_report
 
     executor = make_executor(args.backend, _workers(args.workers), args.ray_address)
@@ -65,7 +66,8 @@ def _cell_text(value) -> str:
 
 
 def _claims(args: argparse.Namespace) -> int:
-    from privaudit.campaign import claims, read_campaign
+    from privaudit.campaign.cells import claims
+    from privaudit.campaign.config import read_campaign
 
     campaign, _ = read_campaign(args.campaign)
     rows = claims(campaign)

@@ -9,13 +9,10 @@ live in `artifacts/<cell>/`, each written atomically before the row that names i
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
 from typing import Any
-
-import torch
 
 RESULTS_FILE = "results.jsonl"
 ARTIFACTS_DIR = "artifacts"
@@ -71,12 +68,6 @@ class ResultsStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         _replace(target, data)
         return relative.as_posix()
-
-    def write_tensors(self, cell: str, name: str, tensors: dict[str, Any]) -> str:
-        """`torch.save` of `tensors` as an artifact of `cell` (see `write_artifact`)."""
-        buffer = io.BytesIO()
-        torch.save(tensors, buffer)
-        return self.write_artifact(cell, name, buffer.getvalue())
 
     def write_campaign(self, text: str) -> None:
         """Keep the campaign beside its results, so the report can be re-rendered from here."""

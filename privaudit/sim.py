@@ -2,7 +2,9 @@
 
 Evaluation looks at every agent's model and at the average model on held-out data; both matter
 in decentralized learning (consensus can lag while the average is already good). The loop owns
-no algorithm: `Defense.step` does one round and sends its messages.
+no algorithm: `Algorithm.step` does one round and sends its messages. `Algorithm` is the little
+the loop needs of a defense (`defenses.base.Defense` has it), so the engine stands below the
+defenses and imports none of them.
 """
 
 from __future__ import annotations
@@ -10,16 +12,32 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 from torch.func import vmap
 from tqdm import tqdm
 
-from defenses.base import Defense
 from privaudit.data import Dataset
 from privaudit.flatmodel import FlatModel
+from privaudit.setup import Setup
 from privaudit.wire import PublicKnowledge, Tap, Transcript, Wire
+
+
+class Algorithm(Protocol):
+    """What the training loop uses of a private algorithm: its name, its set-up, the agents'
+    models, one round, and the hyperparameters its paper publishes."""
+
+    name: str
+    setup: Setup
+
+    @property
+    def states(self) -> Tensor: ...
+
+    def step(self, t: int, wire: Wire) -> None: ...
+
+    def public(self) -> dict[str, Any]: ...
 
 
 @dataclass
@@ -66,7 +84,7 @@ def evaluate(model: FlatModel, data: Dataset, states: Tensor, round: int) -> dic
     return metrics
 
 
-def public_knowledge(defense: Defense) -> PublicKnowledge:
+def public_knowledge(defense: Algorithm) -> PublicKnowledge:
     """What the paper makes public about this run: W, the architecture, x_0 and hyperparameters."""
     setup = defense.setup
     return PublicKnowledge(
@@ -81,7 +99,7 @@ def public_knowledge(defense: Defense) -> PublicKnowledge:
     )
 
 
-def simulate(defense: Defense, rounds: int, *, eval_every: int = 10, taps: Iterable[Tap] = (),
+def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Iterable[Tap] = (),
              progress: bool = False, label: str = "") -> RunOutput:
     """Run `rounds` rounds of `defense`, evaluating at round 0, every `eval_every` rounds and at
     the end; the taps record what their threat models hear."""

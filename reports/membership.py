@@ -29,7 +29,7 @@ from reports.figures import membership_auc_epsilon, membership_roc
 from reports.inversion import row_type, setting_text
 
 METHOD_TITLES = {"loss": "LOSS", "lira": "LiRA", "rmia": "RMIA"}
-"""Display names of the methods `privaudit.membership_findings` runs, in report order; a method
+"""Display names of the methods `privaudit.campaign.membership_findings` runs, in report order; a method
 not listed here is shown under its key in capitals."""
 
 CHANCE_AUC = 0.5

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from privaudit.campaign import build_defense, expand
+from privaudit.campaign.cells import build_defense, expand
 from tests.helpers import small_campaign
 
 

@@ -3,7 +3,7 @@ set-up small enough to check one round of a defense by hand."""
 
 from typing import Any
 
-from privaudit.config import parse_campaign
+from privaudit.campaign.config import parse_campaign
 
 
 def small_campaign(defenses: list[dict[str, Any]], seeds=(0,), **data: Any):
@@ -23,11 +23,11 @@ def tiny_setup(n_agents: int = 3, *, topology: str = "complete", samples: int = 
     import numpy as np
     import torch
 
-    from defenses.base import Setup
     from privaudit.data import Dataset, Normalisation
     from privaudit.flatmodel import FlatModel
     from privaudit.models import build_model
     from privaudit.sampling import LocalData
+    from privaudit.setup import Setup
     from privaudit.topology import Topology
 
     generator = torch.Generator().manual_seed(seed)

@@ -8,9 +8,10 @@ import torch
 
 from attacks import extract
 from attacks.extract import EXTRACTORS, Target
-from privaudit.campaign import expand, expand_attacks, run_campaign
+from privaudit.campaign.cells import expand, expand_attacks
+from privaudit.campaign.config import parse_campaign
+from privaudit.campaign.run import run_campaign
 from privaudit.cli import main
-from privaudit.config import parse_campaign
 
 DPSGD = {"kind": "dpsgd", "label": "D-PSGD", "agents": 4, "rounds": 4, "eval_every": 2, "batch_size": 1, "lr": 0.1}
 DLG = {"kind": "dlg", "label": "DLG", "rounds": [0, 2], "evaluations": 40, "trace_every": 10}
@@ -61,7 +62,9 @@ def test_the_scored_original_is_the_batch_the_victim_really_used(tmp_path):
     """The ground-truth tap's rows give the image whose gradient crossed the wire: with the
     undefended D-PSGD state difference, the gradient of that image at the broadcast point equals
     the extracted target."""
-    from privaudit.campaign import build_defense, plan_attack, run_cell
+    from privaudit.campaign.cells import build_defense
+    from privaudit.campaign.inversion_findings import plan_attack
+    from privaudit.campaign.jobs import run_cell
     from privaudit.grads import batch_grad
 
     campaign = _campaign([DLG])

@@ -3,8 +3,9 @@ audit per targeted run and seed, rows in the shape the report reads, resumption,
 
 import pytest
 
-from privaudit.campaign import expand, expand_audits, run_campaign
-from privaudit.config import parse_campaign
+from privaudit.campaign.cells import expand, expand_audits
+from privaudit.campaign.config import parse_campaign
+from privaudit.campaign.run import run_campaign
 from privaudit.errors import ConfigError
 
 DPSGD = {"kind": "dpsgd", "label": "D-PSGD", "agents": 4, "topology": "complete", "model": "logreg", "rounds": 4,
@@ -83,7 +84,7 @@ def test_bad_audit_tables_are_one_line_errors(table, message):
 
 
 def test_an_audit_that_fails_on_a_value_is_a_failed_row_and_the_campaign_goes_on(tmp_path, monkeypatch):
-    import privaudit.audit_findings as findings
+    import privaudit.campaign.audit_findings as findings
 
     def broken(cell):
         raise ValueError("scores are not finite")

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from privaudit.campaign import build_defense, expand, expand_membership, run_campaign
+from privaudit.campaign.cells import build_defense, expand, expand_membership
+from privaudit.campaign.config import parse_campaign
+from privaudit.campaign.membership_findings import METHODS, attacker_data, reference_models
+from privaudit.campaign.run import run_campaign
 from privaudit.cli import main
-from privaudit.config import parse_campaign
-from privaudit.membership_findings import METHODS, attacker_data, reference_models
 
 DPSGD = {"kind": "dpsgd", "label": "D-PSGD", "agents": 10, "rounds": 30, "eval_every": 30, "batch_size": 5,
          "lr": 0.5}

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.canary import (build_game, build_world, canary_audit, eps_bound, one_run_audit, one_run_eps,
-                            one_run_p_value, with_record)
+from attacks.canary import build_world, eps_bound, one_run_eps, one_run_p_value, with_record
 from defenses import DEFENSES
+from privaudit.campaign.audit_findings import canary_audit, game_for_table, one_run_audit
 from privaudit.errors import ConfigError
 
 DATA = {"dataset": "digits", "max_train": 200}
@@ -18,7 +18,7 @@ BASE = {"topology": "complete", "agents": 4, "model": "logreg", "rounds": 10, "b
 
 
 def test_with_record_adds_the_canary_to_the_victim_only():
-    game = build_game({"kind": "dpsgd", **BASE}, DATA, victim=2)
+    game = game_for_table({"kind": "dpsgd", **BASE}, DATA, victim=2)
     before = game.setup.local
     after = with_record(game.setup, 2, game.canary).local
     assert after.sizes.tolist() == [s + (i == 2) for i, s in enumerate(before.sizes.tolist())]
@@ -29,7 +29,7 @@ def test_with_record_adds_the_canary_to_the_victim_only():
 
 
 def test_canary_world_keeps_the_sampling_rates_of_the_world_without():
-    game = build_game({"kind": "dp_dpsgd", **BASE}, DATA)
+    game = game_for_table({"kind": "dp_dpsgd", **BASE}, DATA)
     reference = DEFENSES["dp_dpsgd"](game.params, game.setup)
     with_canary = build_world(game, True, 0)
     assert int(with_canary.setup.local.sizes[0]) == int(reference.setup.local.sizes[0]) + 1
@@ -76,16 +76,16 @@ def test_eps_bound_grows_with_the_shift():
 ])
 def test_bad_tables_are_one_line_errors(table, message):
     with pytest.raises(ConfigError, match=message):
-        build_game(table, DATA)
+        game_for_table(table, DATA)
 
 
 def test_bad_audit_arguments_are_one_line_errors():
     with pytest.raises(ConfigError, match="runs must be >= 8"):
         canary_audit({"kind": "dpsgd", **BASE}, DATA, runs=3)
     with pytest.raises(ConfigError, match="victim 9 is not an agent"):
-        build_game({"kind": "dpsgd", **BASE}, DATA, victim=9)
+        game_for_table({"kind": "dpsgd", **BASE}, DATA, victim=9)
     with pytest.raises(ConfigError, match="canary_label 10"):
-        build_game({"kind": "dpsgd", **BASE}, DATA, canary_label=10)
+        game_for_table({"kind": "dpsgd", **BASE}, DATA, canary_label=10)
 
 
 @pytest.mark.slow

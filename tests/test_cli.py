@@ -112,7 +112,7 @@ def test_torn_last_line_is_ignored_and_the_next_row_survives(tmp_path):
 
 
 def test_grid_expands_a_table_into_labelled_runs():
-    from privaudit.campaign import expand
+    from privaudit.campaign.cells import expand
     from tests.helpers import small_campaign
 
     campaign = small_campaign(

@@ -7,8 +7,8 @@ DLG's LeNet, the ND variant's cross-gradient (CG) and the self-gradient isolated
 import pytest
 import torch
 
-from privaudit.campaign import run_campaign
-from privaudit.config import parse_campaign
+from privaudit.campaign.config import parse_campaign
+from privaudit.campaign.run import run_campaign
 
 BASE = {"kind": "dpdl", "topology": "bipartite", "agents": 10, "model": "lenet_dlg",
         "model_options": {"init": "dlg"}, "rounds": 3, "eval_every": 3, "lr": 0.005, "batch_size": 1,

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from privaudit.campaign import read_campaign, run_campaign
+from privaudit.campaign.config import read_campaign
+from privaudit.campaign.executors import InProcess, ProcessPool
+from privaudit.campaign.run import run_campaign
 from privaudit.cli import main
-from privaudit.executors import InProcess, ProcessPool
 
 TINY = """
 [campaign]
@@ -152,7 +153,7 @@ def test_two_local_worker_processes_give_the_same_rows(campaign_file, reference,
 @pytest.mark.slow
 def test_ray_with_two_workers_gives_the_same_rows(campaign_file, reference, tmp_path):
     pytest.importorskip("ray")
-    from privaudit.executors import RayExecutor
+    from privaudit.campaign.executors import RayExecutor
 
     assert _run(campaign_file, tmp_path, RayExecutor(2)) == reference
 
@@ -162,7 +163,7 @@ def test_the_demo_campaign_on_ray_gives_the_numbers_it_gives_locally(tmp_path):
     """Issue 7's acceptance: the embedded demo (training, inversion, membership, mechanism and
     canary audits) on a local Ray instance with 2 workers, row for row against this process."""
     pytest.importorskip("ray")
-    from privaudit.executors import RayExecutor
+    from privaudit.campaign.executors import RayExecutor
 
     campaign, text = read_campaign(None)
     rows = []

@@ -23,7 +23,7 @@ from attacks.extract import (
     tvss_state_difference,
 )
 from defenses import DEFENSES
-from privaudit.campaign import build_defense, expand
+from privaudit.campaign.cells import build_defense, expand
 from privaudit.grads import batch_grad, clip_l2, per_sample_grads, smooth_clip
 from privaudit.sim import public_knowledge, simulate
 from privaudit.wire import CuriousNeighbour, Eavesdropper, GlobalListener, Kind, Transcript, Wire

@@ -16,9 +16,9 @@ import torch
 from torch import nn
 
 from attacks.extract import Clipping, Target
-from attacks.release import release
 from attacks.inversion import (DLG, IDLG, INVERSIONS, PAIR_DTYPE, InvertingGradients,
                                _CurvatureMemory, extract_labels, squared_distance)
+from attacks.release import release
 from privaudit.data import load_dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad

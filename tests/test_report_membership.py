@@ -211,8 +211,8 @@ def test_no_membership_rows_no_section(tmp_path):
 def test_a_real_campaign_renders_its_stored_numbers(tmp_path):
     """End to end: a tiny campaign with an undefended and a DP run, its report showing each
     row's stored AUC, an ROC figure per run and the AUC-against-ε figure."""
-    from privaudit.campaign import run_campaign
-    from privaudit.config import parse_campaign
+    from privaudit.campaign.config import parse_campaign
+    from privaudit.campaign.run import run_campaign
 
     run = {"agents": 4, "rounds": 20, "eval_every": 20, "batch_size": 5, "lr": 0.5, "model": "mlp"}
     campaign = parse_campaign({

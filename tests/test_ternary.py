@@ -14,7 +14,7 @@ from dp_accounting.pld import privacy_loss_distribution
 import defenses.ternary  # noqa: F401  (registers the defense)
 from defenses.ternary import Ternary, TernaryParams
 from privaudit.accounting import epsilon
-from privaudit.config import load_campaign
+from privaudit.campaign.config import load_campaign
 from privaudit.quantizers import (
     TernaryQuantizerDpEvent,
     coordinate_tv,

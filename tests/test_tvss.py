@@ -16,7 +16,7 @@ from defenses.tvss import (  # registers tvss_output and tvss_gradient
     output_sound,
 )
 from privaudit.accounting import pure_epsilon
-from privaudit.config import load_campaign
+from privaudit.campaign.config import load_campaign
 from privaudit.errors import ConfigError
 from privaudit.sampling import LocalData
 from privaudit.sim import simulate

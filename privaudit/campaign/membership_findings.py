@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,11 +49,15 @@ from attacks.membership import (
     rmia_scores,
 )
 from defenses import DEFENSES
-from defenses.base import DefenseParams, Setup
-from privaudit.config import MembershipConfig
+from defenses.base import Defense, DefenseParams
+from privaudit import __version__
+from privaudit.campaign.cells import MembershipCell
+from privaudit.campaign.config import MembershipConfig
+from privaudit.errors import ConfigError
 from privaudit.flatmodel import FlatModel
 from privaudit.results import ResultsStore
 from privaudit.sampling import LocalData
+from privaudit.setup import Setup
 from privaudit.sim import simulate
 from privaudit.threats import build_tap
 from privaudit.wire import Eavesdropper, Tap, Transcript
@@ -282,3 +287,72 @@ def infer(cell_id: str, table: MembershipConfig, model: FlatModel, targets: dict
 def failed(reason: str) -> dict[str, Any]:
     """The row fields of a finding the attacker could not complete."""
     return {"status": f"failed: {reason}", "metrics": {name: None for name in METHODS}, "artifacts": {}}
+
+
+def plan_membership(cells: list[MembershipCell], defense: Defense) -> tuple[Tap | None, AttackerData]:
+    """The tap and the attacker's data of the membership cells of one table on one training cell
+    (they share both, and the reference models); every problem a ConfigError naming the cell."""
+    first = cells[0]
+    run = first.training.run
+    needed = last_round_needed(first.table, run.kind, run.rounds)
+    if needed > run.rounds:
+        raise ConfigError(f"{first.where}: the model view reads round {needed - 1}, but '{run.name}' runs "
+                          f"{run.rounds} rounds (0..{run.rounds - 1})")
+    try:
+        return membership_tap(first.table, run.kind, defense.setup), attacker_data(first.table, defense.setup)
+    except ValueError as error:
+        raise ConfigError(f"{first.where}: {error}") from None
+
+
+def membership_rows(cells: list[MembershipCell], defense: Defense, transcript: Transcript | None,
+                    final_states: Tensor, data: AttackerData, store: ResultsStore) -> Iterator[dict[str, Any]]:
+    """Train the reference models of one table on one training cell once, then score every
+    attacked round, yielding each cell's results row as soon as it is scored."""
+    first, training = cells[0], cells[0].training
+    run = training.run
+    references, seeds, reference_wall = reference_models(first.table, run.kind, training.params, defense.setup,
+                                                         data, run.rounds)
+    for cell in cells:
+        started = time.perf_counter()
+        try:
+            targets = target_models(cell.table, run.kind, cell.round, transcript, final_states)
+            mine = {victim: references[cell.round, victim] for victim in cell.table.attacked}
+            found = infer(cell.id, cell.table, defense.setup.model, targets, mine, data, store)
+        except (KeyError, ValueError) as error:
+            found = failed(error.args[0] if error.args else str(error))
+        yield {
+            "type": "membership",
+            "cell": cell.id,
+            "group": cell.group,
+            "training": training.id,
+            "label": cell.label,
+            "defense": run.kind,
+            "defense_label": run.name,
+            "defense_table": training.table_label,
+            "setting": training.setting,
+            "target": cell.table.target,
+            "threat": cell.table.threat if cell.round is not None else "output",
+            "victims": cell.table.attacked,
+            "round": cell.round,
+            "seed": training.seed,
+            "references": len(seeds),
+            "reference_seeds": seeds,
+            "reference_wall_s": reference_wall,
+            "data": data.sizes(),
+            **found,
+            "wall_s": time.perf_counter() - started + reference_wall / len(cells),
+            "config": cell.describe(),
+            "version": __version__,
+        }
+
+
+def membership_headline(row: dict[str, Any]) -> str:
+    """How a membership cell ended, in one line: AUC and TPR at 1 % FPR of each method."""
+    if row["status"] != "ok":
+        return row["status"]
+    parts = []
+    for name in METHODS:
+        metrics = row["metrics"][name]
+        low = metrics.get("tpr@0.01")
+        parts.append(f"{name.upper()} AUC {metrics['auc']:.3f}" + (f", TPR@1% {low:.3f}" if low is not None else ""))
+    return "; ".join(parts)

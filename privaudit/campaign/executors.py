@@ -2,7 +2,7 @@
 local processes, or as Ray tasks — each yielding a job's results as soon as the job finishes.
 
 An executor knows nothing of campaigns: a job is any picklable value and `work(job, out)` a
-top-level function (`privaudit.campaign.run_job`) that yields its results. The results come
+top-level function (`privaudit.campaign.jobs.run_job`) that yields its results. The results come
 back to the caller, which alone appends rows to results.jsonl; a worker writes a cell's
 artifacts under `out` itself (each file atomically), so `out` must be reachable from every
 worker — on a Ray cluster, a shared filesystem. Jobs seed their own generators from their

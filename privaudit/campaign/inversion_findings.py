@@ -1,5 +1,5 @@
 """Inversion findings: from what a threat model heard during a training run to a scored
-reconstruction, written as one results row with its images.
+reconstruction, written as one results row with its images (one row per `[[attack]]` cell).
 
 The order is the design's one-way flow: the threat model's transcript goes to the extractor
 (`attacks.extract`), the target it yields goes to the attack (`attacks.inversion`), and only
@@ -12,6 +12,7 @@ would stop the campaign.
 
 from __future__ import annotations
 
+import io
 import math
 import time
 from collections.abc import Callable
@@ -22,12 +23,16 @@ import torch
 from torch import Tensor
 
 from attacks.extract import EXTRACTORS, Target
-from attacks.inversion import Reconstruction
-from defenses.base import Setup
-from privaudit.config import AttackConfig
+from attacks.inversion import INVERSIONS, Reconstruction
+from defenses.base import Defense
+from privaudit import __version__
+from privaudit.campaign.cells import AttackCell
+from privaudit.campaign.config import AttackConfig
 from privaudit.data import Normalisation
+from privaudit.errors import ConfigError
 from privaudit.metrics import pixel_errors, score_reconstruction
 from privaudit.results import ResultsStore
+from privaudit.setup import Setup
 from privaudit.threats import build_tap
 from privaudit.topology import Topology
 from privaudit.wire import GroundTruth, Tap, Transcript
@@ -109,8 +114,6 @@ def _strip(pixels: Tensor) -> np.ndarray:
 
 
 def _png(array: np.ndarray) -> bytes:
-    import io
-
     import matplotlib.pyplot as plt
 
     buffer = io.BytesIO()
@@ -131,7 +134,9 @@ def _save_images(store: ResultsStore, cell: str, original: Tensor, reconstructio
         rec = rec[torch.as_tensor(order)]
         saved["reconstruction"] = store.write_artifact(cell, "reconstruction.png", _png(_strip(rec)))
         tensors["reconstruction"] = rec
-    saved["tensors"] = store.write_tensors(cell, "images.pt", tensors)
+    buffer = io.BytesIO()
+    torch.save(tensors, buffer)
+    saved["tensors"] = store.write_artifact(cell, "images.pt", buffer.getvalue())
     return saved
 
 
@@ -195,3 +200,65 @@ def _failed(status: str, stopped_by: str, iterations: int, wall_s: float, store:
         "lpips_status": "not scored: no reconstruction",
         "artifacts": _save_images(store, cell_id, original, None, None, normalisation),
     }
+
+
+def attack_batch_size(cell: AttackCell, defense: Defense) -> int:
+    """The number of images to reconstruct: the table's, else the defense's public batch size."""
+    size = cell.attack.batch_size or defense.public().get("batch_size")
+    if not isinstance(size, int):
+        raise ConfigError(f"{cell.where}: give batch_size: defense '{cell.training.run.kind}' has no "
+                          "public batch size")
+    return size
+
+
+def plan_attack(cell: AttackCell, defense: Defense) -> tuple[Tap, GroundTruth]:
+    """The taps of an attack cell, every problem a ConfigError naming the cell."""
+    run = cell.training.run
+    last = last_round_read(run.kind, cell.scenario, cell.round)
+    if last >= run.rounds:
+        raise ConfigError(f"{cell.where}: the '{cell.scenario}' extractor reads round {last}, but "
+                          f"'{run.name}' runs {run.rounds} rounds (0..{run.rounds - 1})")
+    attack_batch_size(cell, defense)
+    try:
+        return attack_taps(cell.attack, run.kind, cell.scenario, cell.round, defense.setup.topology)
+    except ValueError as error:
+        raise ConfigError(f"{cell.where}: {error}") from None
+
+
+def attack_row(cell: AttackCell, defense: Defense, transcript: Transcript, truth: Transcript,
+               store: ResultsStore) -> dict[str, Any]:
+    """Run one attack cell on the transcripts of its training run; its results row."""
+    found = invert(cell.id, cell.attack, cell.scenario, cell.round, defense.setup, transcript, truth,
+                   attack_batch_size(cell, defense), store)
+    run = cell.training.run
+    training = cell.training
+    return {
+        "type": "inversion",
+        "cell": cell.id,
+        "group": cell.group,
+        "training": training.id,
+        "label": cell.label,
+        "attack": cell.attack.kind,
+        "attack_title": INVERSIONS[cell.attack.kind].title,
+        "defense": run.kind,
+        "defense_label": run.name,
+        "defense_table": training.table_label,
+        "setting": training.setting,
+        "scenario": cell.scenario,
+        "scenario_needs": EXTRACTORS[run.kind, cell.scenario].needs,
+        "threat": cell.attack.threat,
+        "victim": cell.attack.victim,
+        "round": cell.round,
+        "seed": training.seed,
+        **found,
+        "config": cell.describe(),
+        "version": __version__,
+    }
+
+
+def inversion_headline(row: dict[str, Any]) -> str:
+    """How an attack cell ended, in one line."""
+    if row["metrics"]["psnr"] is None:
+        return row["status"]
+    text = f"PSNR {row['metrics']['psnr']:.1f} dB (noise floor {row['baseline']['psnr']:.1f} dB)"
+    return text if row["status"] == "ok" else f"{text}, {row['status']}"

@@ -12,18 +12,25 @@ audit's own record is kept under `detail`):
 A canary audit's verdict compares ε_LB with the ε the paper's formula gives (`eps_claimed`) at
 the claim's δ: a bound above it refutes the claim at the stated confidence; a defense that claims
 no privacy has nothing to refute, and its bound stands alone.
+
+A canary audit's game is built here from a campaign cell or a `[[defense]]` table
+(`game_for_cell`, `game_for_table`): `attacks.canary` takes a set-up and a defense's parameters,
+and only this layer knows how a campaign turns into them.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from attacks.audit import audit
+from attacks.canary import Game, audit_game, make_game, one_run_game
+from attacks.mechanisms import MECHANISMS
 from privaudit import __version__
-
-if TYPE_CHECKING:
-    from privaudit.campaign import AuditCell
+from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand
+from privaudit.campaign.config import parse_campaign
+from privaudit.errors import ConfigError
 
 
 def _finite(value: float | None) -> float | None:
@@ -33,9 +40,6 @@ def _finite(value: float | None) -> float | None:
 def mechanism_finding(cell: AuditCell) -> dict[str, Any]:
     """The audit of `cell.table.mechanism` at the table's samples, then again at each size of its
     `curve` (each an independent audit with the same seed), for the tightness figure."""
-    from attacks.audit import audit
-    from attacks.mechanisms import MECHANISMS
-
     table = cell.table
     delta = 1e-5 if table.delta is None else table.delta
 
@@ -70,6 +74,62 @@ def mechanism_finding(cell: AuditCell) -> dict[str, Any]:
     }
 
 
+def game_for_cell(cell: Cell, *, victim: int = 0, threat: str = "global_listener", canary_label: int = 0,
+                  canary_scale: float = 2.0) -> Game:
+    """The canary game of one training cell (its data, run shape, hyperparameters and seed);
+    every problem is a one-line ConfigError."""
+    return make_game(build_setup(cell), cell.run.kind, cell.params, cell.run.rounds, victim=victim, threat=threat,
+                     canary_label=canary_label, canary_scale=canary_scale)
+
+
+def game_for_table(defense: dict[str, Any], data: dict[str, Any] | None = None, *, victim: int = 0,
+                   threat: str = "global_listener", seed: int = 0, canary_label: int = 0,
+                   canary_scale: float = 2.0) -> Game:
+    """The canary game of a `[[defense]]` table and a `[data]` table, as a campaign file writes
+    them; every problem is a one-line ConfigError."""
+    campaign = parse_campaign({"campaign": {"name": "canary", "seeds": [seed]}, "data": data or {},
+                               "defense": [defense]})
+    cells = expand(campaign)
+    if len(cells) != 1:
+        raise ConfigError(f"a canary audit runs one configuration; the defense table expands to {len(cells)}")
+    return game_for_cell(cells[0], victim=victim, threat=threat, canary_label=canary_label,
+                         canary_scale=canary_scale)
+
+
+def canary_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *, runs: int = 200,
+                 victim: int = 0, threat: str = "global_listener", confidence: float = 0.95,
+                 delta: float | None = None, seed: int = 0, canary_label: int = 0, canary_scale: float = 2.0,
+                 null: bool = False) -> dict[str, Any]:
+    """The repeated-runs canary audit of one defense table (`game_for_table`, then
+    `attacks.canary.audit_game`)."""
+    game = game_for_table(defense, data, victim=victim, threat=threat, seed=seed, canary_label=canary_label,
+                          canary_scale=canary_scale)
+    return audit_game(game, runs=runs, confidence=confidence, delta=delta, seed=seed, null=null)
+
+
+def one_run_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *, canaries: int = 200,
+                  guesses: int = 20, victim: int = 0, threat: str = "global_listener", confidence: float = 0.95,
+                  delta: float | None = None, seed: int = 0, canary_scale: float = 2.0) -> dict[str, Any]:
+    """The one-run audit of one defense table (`game_for_table`, then
+    `attacks.canary.one_run_game`)."""
+    game = game_for_table(defense, data, victim=victim, threat=threat, seed=seed, canary_scale=canary_scale)
+    return one_run_game(game, canaries=canaries, guesses=guesses, confidence=confidence, delta=delta, seed=seed,
+                        canary_scale=canary_scale)
+
+
+def check_audit(cell: AuditCell) -> None:
+    """Build a canary audit's game, so a victim or threat its run cannot serve fails before
+    anything runs, as a ConfigError naming the cell; a mechanism audit needs no check here."""
+    if cell.training is None:
+        return
+    table = cell.table
+    try:
+        game_for_cell(cell.training, victim=table.victim, threat=table.threat, canary_label=table.canary_label,
+                      canary_scale=table.canary_scale)
+    except ConfigError as error:
+        raise ConfigError(f"{cell.where}: {error}") from None
+
+
 def canary_verdict(record: dict[str, Any]) -> dict[str, Any]:
     """Refuted when the canary's ε_LB exceeds the ε the paper's formula claims at the same δ;
     consistent otherwise; not evaluable when the defense claims no privacy (module docstring)."""
@@ -87,8 +147,6 @@ def canary_verdict(record: dict[str, Any]) -> dict[str, Any]:
 def canary_finding(cell: AuditCell) -> dict[str, Any]:
     """The canary audit of the training cell `cell.training` (its data, run shape, hyperparameters
     and seed): `cell.table.runs` runs per world, or one run with `cell.table.canaries` canaries."""
-    from attacks.canary import audit_game, game_for_cell, one_run_game
-
     table, training = cell.table, cell.training
     game = game_for_cell(training, victim=table.victim, threat=table.threat, canary_label=table.canary_label,
                          canary_scale=table.canary_scale)

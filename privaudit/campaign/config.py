@@ -17,11 +17,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import tomllib
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from attacks.canary import SCENARIOS
 from attacks.extract import EXTRACTORS, MODEL_VIEWS
 from attacks.inversion import INVERSIONS
 from attacks.mechanisms import MECHANISMS, NORMS
@@ -357,8 +359,6 @@ class Campaign(BaseModel):
 
     def audit_targets(self, index: int) -> list[int]:
         """The defense tables canary audit `index` runs on (none for a mechanism audit)."""
-        from attacks.canary import SCENARIOS
-
         table = self.audit[index]
         if table.kind != "canary":
             return []
@@ -480,3 +480,19 @@ def load_campaign(path: str | Path) -> Campaign:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
     return parse_campaign(raw, source=str(path))
+
+
+DEMO = "demo.toml"
+
+
+def embedded_campaign_text(name: str = DEMO) -> str:
+    """A campaign shipped in the `campaigns` package (the default one is demo.toml)."""
+    return (resources.files("campaigns") / name).read_text()
+
+
+def read_campaign(path: str | Path | None) -> tuple[Campaign, str]:
+    """The campaign at `path`, or the embedded default when None, with its source text."""
+    if path is None:
+        text = embedded_campaign_text()
+        return parse_campaign(tomllib.loads(text), source=f"campaigns/{DEMO}"), text
+    return load_campaign(path), Path(path).read_text()

@@ -1,0 +1,284 @@
+"""Cells: the units a campaign runs, their ids, and the set-up each one trains on.
+
+A training cell is one run of a `[[defense]]` table (one grid combination) at one seed; an
+attack cell is one `[[attack]]` table on one training cell at one attacked round; a membership
+cell likewise for a `[[membership]]` table; an audit cell is one `[[audit]]` table at one seed
+(a canary audit on one training cell). A cell's id is a hash of its normalised configuration
+(data, run shape, validated hyperparameters, seed, and for a finding its table and round), so
+the same cell has the same id in every run of every campaign that contains it, and a re-run
+skips the cells already in the results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from defenses import DEFENSES
+from defenses.base import Defense, DefenseParams
+from privaudit.campaign.config import AttackConfig, AuditConfig, Campaign, DataConfig, MembershipConfig, RunConfig
+from privaudit.data import load_dataset, partition
+from privaudit.errors import ConfigError
+from privaudit.flatmodel import FlatModel
+from privaudit.models import build_model, model_task
+from privaudit.sampling import LocalData
+from privaudit.setup import Setup
+from privaudit.synthetic import SYNTHETIC, generate
+from privaudit.topology import Topology
+
+
+def _digest(describe: dict[str, Any]) -> str:
+    """A cell id: the hash of its normalised configuration."""
+    return hashlib.sha256(json.dumps(describe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of one defense configuration at one seed."""
+
+    id: str
+    index: int
+    seed: int
+    data: DataConfig
+    run: RunConfig
+    params: DefenseParams
+    table_label: str = ""
+    setting: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def label(self) -> str:
+        return self.run.name
+
+    @property
+    def group(self) -> str:
+        """The id of the cell's configuration without its seed: the seeds of one run share it."""
+        config = {key: value for key, value in self.describe().items() if key != "seed"}
+        return _digest(config)
+
+    def describe(self) -> dict[str, Any]:
+        """The normalised configuration the id is computed from."""
+        run = self.run.model_dump(mode="json", exclude=set(self.run.model_extra or {}))
+        return {
+            "data": self.data.model_dump(mode="json"),
+            "run": run,
+            "params": self.params.model_dump(mode="json"),
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class FindingCell:
+    """An attack on one training cell: its id, its table's index, the training cell it attacks;
+    subclasses add the table and what they attack."""
+
+    id: str
+    index: int
+    training: Cell
+
+    def describe(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    @property
+    def group(self) -> str:
+        """The id without the training seed: the seeds of one attack setting share it."""
+        return _digest(self.describe() | {"training": self.training.group})
+
+
+@dataclass(frozen=True)
+class AttackCell(FindingCell):
+    """One `[[attack]]` table on one training cell at one attacked round."""
+
+    attack: AttackConfig
+    scenario: str
+    round: int
+
+    @property
+    def label(self) -> str:
+        return self.attack.name
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "training": self.training.describe(),
+            "attack": self.attack.model_dump(mode="json"),
+            "scenario": self.scenario,
+            "round": self.round,
+        }
+
+    @property
+    def where(self) -> str:
+        return f"attack[{self.index}] ({self.label} on {self.training.label}, seed {self.training.seed}, round {self.round})"
+
+
+@dataclass(frozen=True)
+class MembershipCell(FindingCell):
+    """One `[[membership]]` table on one training cell at one attacked round (None: the final
+    average model)."""
+
+    table: MembershipConfig
+    round: int | None
+
+    @property
+    def label(self) -> str:
+        return self.table.name
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "training": self.training.describe(),
+            "membership": self.table.model_dump(mode="json"),
+            "round": self.round,
+        }
+
+    @property
+    def where(self) -> str:
+        at = "final average model" if self.round is None else f"round {self.round}"
+        return f"membership[{self.index}] ({self.label} on {self.training.label}, seed {self.training.seed}, {at})"
+
+
+@dataclass(frozen=True)
+class AuditCell:
+    """One `[[audit]]` table at one seed: a mechanism audit (no training cell), or a canary audit
+    of one training cell (its configuration and seed; the audit trains its own runs)."""
+
+    id: str
+    index: int
+    table: AuditConfig
+    seed: int
+    training: Cell | None
+
+    @property
+    def label(self) -> str:
+        return self.table.name
+
+    def describe(self) -> dict[str, Any]:
+        return {"audit": self.table.model_dump(mode="json"), "seed": self.seed,
+                "training": None if self.training is None else self.training.describe()}
+
+    @property
+    def group(self) -> str:
+        """The id without the seed: the seeds of one audit setting share it."""
+        training = None if self.training is None else self.training.group
+        return _digest({"audit": self.table.model_dump(mode="json"), "training": training})
+
+    @property
+    def where(self) -> str:
+        on = "" if self.training is None else f" on {self.training.label}"
+        return f"audit[{self.index}] ({self.label}{on}, seed {self.seed})"
+
+
+def expand_audits(campaign: Campaign, cells: list[Cell]) -> list[AuditCell]:
+    """Every (mechanism audit table, seed) and (canary audit table, training cell it targets), in
+    file order."""
+    found = []
+    for index, table in enumerate(campaign.audit):
+        targets = set(campaign.audit_targets(index))
+        if table.kind == "mechanism":
+            drafts = [AuditCell("", index, table, seed, None) for seed in campaign.campaign.seeds]
+        else:
+            drafts = [AuditCell("", index, table, cell.seed, cell) for cell in cells if cell.index in targets]
+        found += [dataclasses.replace(draft, id=_digest(draft.describe())) for draft in drafts]
+    return found
+
+
+def expand_membership(campaign: Campaign, cells: list[Cell]) -> list[MembershipCell]:
+    """Every (membership table, training cell it targets, round), in file order."""
+    found = []
+    for index, table in enumerate(campaign.membership):
+        targets = set(campaign.membership_targets(index))
+        for cell in cells:
+            if cell.index in targets:
+                for round in table.rounds or [None]:
+                    draft = MembershipCell("", index, cell, table, round)
+                    found.append(dataclasses.replace(draft, id=_digest(draft.describe())))
+    return found
+
+
+def expand_attacks(campaign: Campaign, cells: list[Cell]) -> list[AttackCell]:
+    """Every (attack table, training cell it targets, round), in file order."""
+    found = []
+    for index, table in enumerate(campaign.attack):
+        scenarios = dict(campaign.targets(index))
+        for cell in cells:
+            if cell.index not in scenarios:
+                continue
+            for round in table.rounds:
+                draft = AttackCell("", index, cell, table, scenarios[cell.index], round)
+                found.append(dataclasses.replace(draft, id=_digest(draft.describe())))
+    return found
+
+
+def expand(campaign: Campaign) -> list[Cell]:
+    """Every (defense table, grid combination, seed) of the campaign, in file order, then grid
+    order, then seed order."""
+    cells = []
+    for index, table in enumerate(campaign.defense):
+        for run in table.variants():
+            params = run.params()
+            values = run.model_dump() | (run.model_extra or {})
+            setting = {"topology": run.topology, "agents": run.agents} | {key: values[key] for key in table.grid}
+            for seed in campaign.campaign.seeds:
+                draft = Cell("", index, seed, campaign.data, run, params)
+                cells.append(Cell(_digest(draft.describe()), index, seed, campaign.data, run, params,
+                                  table.name, setting))
+    return cells
+
+
+def build_setup(cell: Cell) -> Setup:
+    """Data, partition, topology, model and random stream of a cell; every failure is a
+    ConfigError naming the cell."""
+    run, data_cfg = cell.run, cell.data
+    where = f"defense[{cell.index}] ({cell.label}, seed {cell.seed})"
+    try:
+        if data_cfg.dataset in SYNTHETIC:
+            data = generate(data_cfg.dataset, run.agents, samples_per_agent=data_cfg.samples_per_agent,
+                            seed=cell.seed)
+            shards = [np.flatnonzero(data.owners == agent) for agent in range(run.agents)]
+        else:
+            data = load_dataset(data_cfg.dataset, data_root=data_cfg.data_root, download=data_cfg.download,
+                                test_fraction=data_cfg.test_fraction, max_train=data_cfg.max_train)
+            shards = partition(data.y_train.numpy(), run.agents, data_cfg.partition, seed=cell.seed,
+                               alpha=data_cfg.alpha, min_size=data_cfg.min_size,
+                               shards_per_agent=data_cfg.shards_per_agent)
+        topology = Topology.build(run.topology, run.agents, run.mixing, seed=cell.seed, edge_prob=run.edge_prob)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(cell.seed)
+            module = build_model(run.model, data.shape, data.num_classes, **run.model_options)
+        if model_task(module) != data.task:
+            raise ValueError(f"model '{run.model}' is for {model_task(module)}, dataset '{data.name}' is a "
+                             f"{data.task} problem")
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    return Setup(
+        topology=topology,
+        model=FlatModel(module),
+        model_name=run.model,
+        data=data,
+        local=LocalData(data.x_train, data.y_train, shards),
+        generator=torch.Generator().manual_seed(cell.seed),
+        seed=cell.seed,
+    )
+
+
+def build_defense(cell: Cell) -> Defense:
+    try:
+        return DEFENSES[cell.run.kind](cell.params, build_setup(cell))
+    except ValueError as error:
+        raise ConfigError(f"defense[{cell.index}] ({cell.label}, seed {cell.seed}): {error}") from None
+
+
+def claims(campaign: Campaign) -> list[dict[str, Any]]:
+    """The claim of every run of the campaign (one per table and grid combination, at the first
+    seed: a claim depends on the run's parameters, not on its random draws), without training."""
+    rows = []
+    seen: set[tuple[int, str]] = set()
+    for cell in expand(campaign):
+        if (cell.index, cell.label) in seen:
+            continue
+        seen.add((cell.index, cell.label))
+        rows.append({"label": cell.label, **build_defense(cell).claim(cell.run.rounds).as_dict()})
+    return rows

@@ -1,0 +1,189 @@
+"""Jobs: the picklable units an executor runs, each yielding the rows of the cells it finishes.
+
+A training job is a training cell with the finding cells that ride on its run (it is trained
+once with all their taps listening); an audit job is one audit cell, which needs no training
+cell's run. `run_job` runs either wherever an executor puts it; the driver alone appends the
+rows it yields (`privaudit.campaign.run`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from defenses.base import Defense
+from privaudit import __version__
+from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
+from privaudit.campaign.cells import (AttackCell, AuditCell, Cell, MembershipCell, build_defense, expand,
+                                      expand_attacks, expand_audits, expand_membership)
+from privaudit.campaign.config import Campaign
+from privaudit.campaign.inversion_findings import attack_row, inversion_headline, plan_attack
+from privaudit.campaign.membership_findings import membership_headline, membership_rows, plan_membership
+from privaudit.results import ResultsStore
+from privaudit.sim import RunOutput, simulate
+from privaudit.wire import Tap
+
+
+def run_cell(cell: Cell, progress: bool = False, taps: list[Tap] | None = None,
+             defense: Defense | None = None) -> tuple[dict[str, Any], RunOutput]:
+    """Train the cell's defense (built here unless given) with `taps` listening; return its
+    results row and the run's output (the taps' transcripts among it)."""
+    defense = defense or build_defense(cell)
+    output = simulate(defense, cell.run.rounds, eval_every=cell.run.eval_every, progress=progress,
+                      label=f"{cell.label} seed {cell.seed}", taps=taps or [])
+    final = output.history[-1]
+    return {
+        "type": "training",
+        "cell": cell.id,
+        "group": cell.group,
+        "defense": cell.run.kind,
+        "label": cell.label,
+        "title": type(defense).title,
+        "seed": cell.seed,
+        "config": cell.describe(),
+        "metrics": {key: value for key, value in final.items() if key != "round"},
+        "claim": defense.claim(cell.run.rounds).as_dict(),
+        "history": output.history,
+        "messages": output.messages_sent,
+        "wall_s": output.wall_s,
+        "version": __version__,
+    }, output
+
+
+def headline(metrics: dict[str, float]) -> str:
+    """The one number that says how training went: accuracy, else estimation error, else loss."""
+    if "avg_acc" in metrics:
+        return f"average-model accuracy {metrics['avg_acc']:.3f}"
+    if "avg_error" in metrics:
+        return f"average-model estimation error {metrics['avg_error']:.4g}"
+    return f"average-model test loss {metrics['avg_loss']:.4g}"
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One results row of a job and the line that announces it (without the `[k/n]` counter,
+    which only the driver knows)."""
+
+    row: dict[str, Any]
+    message: str
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """One training cell and the pending finding cells that ride on its run: it is trained once
+    with all their taps listening, and its own row is written only when `train` (it is not
+    finished yet). It holds its cells, not the campaign, so a worker needs nothing else."""
+
+    cell: Cell
+    train: bool
+    attacks: tuple[AttackCell, ...] = ()
+    memberships: tuple[tuple[MembershipCell, ...], ...] = ()
+
+    @property
+    def cells(self) -> list[str]:
+        """The ids of the cells whose rows this job yields."""
+        return (([self.cell.id] if self.train else []) + [attack.id for attack in self.attacks]
+                + [member.id for group in self.memberships for member in group])
+
+    def check(self) -> None:
+        """Build the defense and plan every finding, so a bad field fails before anything runs."""
+        defense = build_defense(self.cell)
+        for attack in self.attacks:
+            plan_attack(attack, defense)
+        for group in self.memberships:
+            plan_membership(list(group), defense)
+
+
+def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = False) -> Iterator[Finished]:
+    """Train the job's cell with its findings' taps listening, then score each finding, yielding
+    every row as soon as it is ready."""
+    cell = job.cell
+    start = time.perf_counter()
+    defense = build_defense(cell)
+    planned = [(attack, *plan_attack(attack, defense)) for attack in job.attacks]
+    groups = [(list(group), *plan_membership(list(group), defense)) for group in job.memberships]
+    taps = [tap for _, tap, truth in planned for tap in (tap, truth)] + [tap for _, tap, _ in groups if tap]
+    row, output = run_cell(cell, progress=progress, defense=defense, taps=taps)
+    if job.train:
+        yield Finished(row, f"{cell.label} seed {cell.seed}: {headline(row['metrics'])} "
+                            f"({time.perf_counter() - start:.1f} s)")
+    transcripts = iter(output.transcripts)
+    for attack, _, _ in planned:
+        start = time.perf_counter()
+        attack_result = attack_row(attack, defense, next(transcripts), next(transcripts), store)
+        yield Finished(attack_result, f"{attack.label} on {cell.label} seed {cell.seed} round {attack.round}: "
+                                      f"{inversion_headline(attack_result)} ({time.perf_counter() - start:.1f} s)")
+    for group, tap, data in groups:
+        transcript = next(transcripts) if tap else None
+        for member_row in membership_rows(group, defense, transcript, output.final_states, data, store):
+            at = "final average" if member_row["round"] is None else f"round {member_row['round']}"
+            yield Finished(member_row, f"{member_row['label']} on {cell.label} seed {cell.seed} {at}: "
+                                       f"{membership_headline(member_row)} ({member_row['wall_s']:.1f} s)")
+
+
+@dataclass(frozen=True)
+class AuditJob:
+    """One audit cell: it needs no training cell's run (a canary audit trains its own)."""
+
+    cell: AuditCell
+
+    @property
+    def cells(self) -> list[str]:
+        return [self.cell.id]
+
+    def check(self) -> None:
+        """A canary audit's game is built, so a victim or threat its run cannot serve fails now."""
+        check_audit(self.cell)
+
+
+def run_audit_job(job: AuditJob, store: ResultsStore, progress: bool = False) -> Iterator[Finished]:
+    """The audit's row (`privaudit.campaign.audit_findings.audit_row`)."""
+    cell = job.cell
+    row = audit_row(cell)
+    on = "" if cell.training is None else f" on {cell.training.label}"
+    yield Finished(row, f"{cell.label}{on} seed {cell.seed}: {audit_headline(row)} ({row['wall_s']:.1f} s)")
+
+
+Job = TrainingJob | AuditJob
+"""Every kind of job; a standalone cell kind (one that needs no training cell) is a new job type
+with `cells` and `check`, its run function in `RUNNERS`, and its jobs added by `plan_jobs`."""
+
+RUNNERS: dict[type, Callable[[Any, ResultsStore, bool], Iterator[Finished]]] = {
+    TrainingJob: run_training_job,
+    AuditJob: run_audit_job,
+}
+
+
+def run_job(job: Job, out: str | Path, progress: bool = False) -> Iterator[Finished]:
+    """Run one job against the results directory `out`, yielding its rows as they are ready.
+    Executors call this in workers: the job's type picks its run function here and only here.
+    It writes artifacts under `out` (each file atomically) but never results.jsonl: the driver
+    appends the rows, so that file has one writer."""
+    return RUNNERS[type(job)](job, ResultsStore(out), progress)
+
+
+def plan_jobs(campaign: Campaign, finished: set[str]) -> tuple[list[Job], int]:
+    """The jobs that produce the rows missing from `finished`, each checked (so a bad field in
+    the last table fails in seconds rather than after an hour), and the campaign's cell count."""
+    cells = expand(campaign)
+    attacks = expand_attacks(campaign, cells)
+    memberships = expand_membership(campaign, cells)
+    pending_attacks: dict[str, list[AttackCell]] = {}
+    for attack in attacks:
+        if attack.id not in finished:
+            pending_attacks.setdefault(attack.training.id, []).append(attack)
+    pending_membership: dict[str, dict[int, list[MembershipCell]]] = {}
+    for member in memberships:
+        if member.id not in finished:
+            pending_membership.setdefault(member.training.id, {}).setdefault(member.index, []).append(member)
+    jobs = [TrainingJob(cell, cell.id not in finished, tuple(pending_attacks.get(cell.id, ())),
+                        tuple(tuple(group) for group in pending_membership.get(cell.id, {}).values()))
+            for cell in cells]
+    audits = expand_audits(campaign, cells)
+    jobs = [job for job in jobs if job.cells] + [AuditJob(audit) for audit in audits if audit.id not in finished]
+    for job in jobs:
+        job.check()
+    return jobs, len(cells) + len(attacks) + len(memberships) + len(audits)
