@@ -22,7 +22,7 @@ import statistics
 import torch
 
 import defenses.dpdl  # noqa: F401  (registers "dpdl")
-from privaudit.accounting import epsilon
+from privaudit.accounting import without_replacement_epsilon
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.campaign.config import parse_campaign
 from privaudit.sim import simulate
@@ -52,7 +52,7 @@ def measure(rounds: int, seeds: list[int]) -> list[dict]:
         accuracy.setdefault(cell.label, []).append(output.history[-1]["avg_acc"])
         if cell.label not in claims:
             claim = defense.claim(rounds)
-            partial = (epsilon(defense.cross_gradient_mechanism(rounds), 1e-5, "rdp", "replace_one")
+            partial = (without_replacement_epsilon(defense.cross_gradient_mechanism(rounds), 1e-5)
                        if cell.run.kind == "dpdl" and cell.params.noise else None)
             claims[cell.label] = {"eps_claimed": claim.eps_claimed, "eps_sound": claim.eps_sound,
                                   "sound_method": claim.sound_method.split(":")[0],

@@ -52,9 +52,10 @@ Decisions where the paper is ambiguous:
 Sound accounting. The cross-gradients are Gaussian releases: agent i's clipped batch sum
 (sensitivity 2C when one record of i's dataset is replaced, since the batch has a fixed size B)
 with noise σC, deg(i) fresh-noise copies of the same batch per round, the batch drawn without
-replacement (dp_accounting's `SampledWithoutReplacementDpEvent`, RDP accountant, replace-one),
-T rounds. But i's broadcasts ṽ^i and x̃^i contain α Σ_j w_ij c^{ij} ĝ^{ii}, its clipped
-self-gradient *without* noise (line 21 / eq. 17 use ĝ^{ii}, not g̈^{ii}). A listener who hears the
+replacement (dp_accounting's `SampledWithoutReplacementDpEvent`, replace-one), T rounds; the tight
+accountant for this sampling (`privaudit.accounting.without_replacement_epsilon`) evaluates it.
+But i's broadcasts ṽ^i and x̃^i contain α Σ_j w_ij c^{ij} ĝ^{ii}, its clipped self-gradient
+*without* noise (line 21 / eq. 17 use ĝ^{ii}, not g̈^{ii}). A listener who hears the
 cross-gradients sent to i subtracts them and β v^i_{t−1} (known from the previous broadcasts):
 what remains is (1/(√w_ii N) + α Σ_j w_ij c^{ij}) ĝ^{ii} + z^{ii}/(B √w_ii N), a data- and
 noise-dependent scaling of the un-noised gradient, masked only by i's own self-noise. That is no
@@ -77,7 +78,7 @@ from pydantic import Field, model_validator
 from torch import Tensor
 
 from defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import Claim, epsilon
+from privaudit.accounting import WITHOUT_REPLACEMENT_METHOD, Claim, without_replacement_epsilon
 from privaudit.grads import clip_l2, per_sample_grads_agents
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
@@ -177,7 +178,7 @@ class DPDL(Defense):
         self.weights = self.W[self.point, self.sender]
         if bool((self.weights <= 0).any()):
             raise ValueError("DPDL divides by √w_ij: W must be positive on every edge and on its diagonal")
-        self.noisy_weight = 1 / (self.weights.sqrt() * n)
+        self.noisy_weight = 1 / (self.weights.sqrt() * topology.network_size)
         self.self_weight = params.alpha * self.weights
         self.x = setup.model.initial().repeat(n, 1)
         self.v = torch.zeros_like(self.x)
@@ -254,12 +255,12 @@ class DPDL(Defense):
         """Theorem 1's quantities for this run: w over N_i (i included), the smallest |N_i|,
         q = B / (N min_i D_i)."""
         topology, p = self.setup.topology, self.params
-        n = topology.n
+        n = topology.network_size
         return Theorem1(
             n_agents=n,
             w_min=float(self.weights.min()),
             w_max=float(self.weights.max()),
-            neighbourhood=min(topology.degree(i) for i in range(n)) + 1,
+            neighbourhood=min(topology.degree(i) for i in range(topology.n)) + 1,
             q=p.batch_size / (n * int(self.setup.local.sizes.min())),
             rounds=rounds,
             delta=p.delta,
@@ -344,10 +345,10 @@ class DPDL(Defense):
 
     def _statements(self, theorem: Theorem1, claimed: float, limit: float) -> tuple[str, ...]:
         p, rounds = self.params, theorem.rounds
-        partial = epsilon(self.cross_gradient_mechanism(rounds), p.delta, "rdp", "replace_one")
+        partial = without_replacement_epsilon(self.cross_gradient_mechanism(rounds), p.delta)
         statements = [
             f"PARTIAL figure, cross-gradient messages only (not a bound for the transcript): ε = {partial:.4g} "
-            f"at δ = {p.delta:g} (RDP accountant, replace-one; per round {self.max_degree} fresh Gaussian "
+            f"at δ = {p.delta:g} ({WITHOUT_REPLACEMENT_METHOD}; per round {self.max_degree} fresh Gaussian "
             f"releases of one clipped batch sum, noise σC = {self.sigma * p.clip:.4g} against sensitivity 2C; "
             f"B = {p.batch_size} of D_i = {int(self.setup.local.sizes.min())} drawn without replacement; "
             f"{rounds} rounds)",

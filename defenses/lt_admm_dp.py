@@ -55,14 +55,18 @@ attained). The map g ↦ ζg/(ζ + ‖g‖) is 1-Lipschitz, which does not help 
 The paper uses the same Δ = 2ζ (Theorem 2 proof, step (i)). The batch is a uniform sample of |B_i|
 out of m_i without replacement, so one step is `SampledWithoutReplacementDpEvent(m_i, |B_i|,
 Gaussian(σ_e / 2ζ))`, composed over Kτ local steps (the messages and the states are
-post-processing of these releases and of the other agents' messages); the RDP accountant
-(Wang, Balle & Kasiviswanathan 2019, the paper's [25]) evaluates it under replace-one, the only
-relation dp_accounting supports for this sampling. The paper's per-step bound,
-(α, 2αζ²|B_i|²/(σ_e² m_i²))-RDP "for 1 < α ≪ σ_e² m_i/|B_i|", is q² times the unsampled Gaussian's
-RDP; such small-q expansions need the noise to be large relative to the sensitivity, while in §VI's
-setting σ_e/Δ = 0.5/2 = 0.25, and the stated condition on α omits Δ. There the bound of [25] (as
-dp_accounting computes it) is ≈ 7.04 per step at α = 2, against the paper's 1.0e-3. That gap, not
-the sensitivity, is where the claim and the sound ε part.
+post-processing of these releases and of the other agents' messages). The sound ε is the tight
+accountant for this sampling under replace-one (`privaudit.accounting.without_replacement_epsilon`:
+the dominating pair of Zhu, Dong & Wang 2022, Prop. 30 and Cor. 32, as a PLD). In §VI's setting it
+gives ε = 707.5 at δ = 1e-4. Datasets whose other records all equal the replacement reach ≈ 619.7
+(the Poisson-subsampled PLD's figure at q = |B_i|/m_i; at least 607.1 with optimistic rounding at
+interval 1e-3), so the sound ε is at most 1.17× the true one. The RDP accountant of Wang, Balle &
+Kasiviswanathan 2019 (the paper's [25]), the only one dp_accounting offers for this sampling,
+gives 112,606. The paper's per-step bound, (α, 2αζ²|B_i|²/(σ_e² m_i²))-RDP "for 1 < α ≪ σ_e² m_i/|B_i|",
+is q² times the unsampled Gaussian's RDP; such small-q expansions need the noise to be large
+relative to the sensitivity, while in §VI's setting σ_e/Δ = 0.5/2 = 0.25, and the stated condition
+on α omits Δ. There the bound of [25] (as dp_accounting computes it) is ≈ 7.04 per step at α = 2,
+against the paper's 1.0e-3. That gap, not the sensitivity, is where the claim and the sound ε part.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ from pydantic import Field
 from torch import Tensor
 
 from defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import Claim, epsilon
+from privaudit.accounting import WITHOUT_REPLACEMENT_METHOD, Claim, without_replacement_epsilon
 from privaudit.grads import batch_grads, smooth_clip
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
@@ -201,13 +205,13 @@ class LTADMMDP(Defense):
             "Theorem 2 bounds the sensitivity over adjacent minibatches)",
             eps_claimed=theorem2_epsilon(rounds, p.tau, p.zeta, p.batch_size, p.sigma_e, samples, p.delta),
             eps_stated=PAPER_EPS_STATED if self.paper_setting(rounds) else None,
-            eps_sound=epsilon(self.mechanism(rounds), p.delta, "rdp", "replace_one"),
+            eps_sound=without_replacement_epsilon(self.mechanism(rounds), p.delta),
             delta=p.delta,
             horizon=rounds,
             equation=f"Theorem 2, eq. (9): ε_i = 2Kτζ²|B|²/(σ_e² m_i²) + (2ζ|B|/(σ_e m_i)) √(2Kτ log(1/δ)) "
             f"with K={rounds}, τ={p.tau}, ζ={p.zeta}, |B|={p.batch_size}, σ_e={p.sigma_e}, m_i={samples}, "
             f"δ={p.delta}",
-            sound_method=f"RDP accountant (dp_accounting, replace-one) on {steps} = Kτ compositions of "
+            sound_method=f"{WITHOUT_REPLACEMENT_METHOD}, on {steps} = Kτ compositions of "
             f"SampledWithoutReplacementDpEvent(m_i={samples}, |B|={p.batch_size}, Gaussian(σ_e/2ζ = "
             f"{noise_multiplier:.4g})): each local step releases smooth-clip(batch-mean gradient) + "
             f"N(0, σ_e² I), whose ℓ2 sensitivity under replacing one sample is 2ζ (both outputs have norm "

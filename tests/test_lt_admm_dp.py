@@ -9,7 +9,7 @@ import torch
 
 import defenses.lt_admm_dp  # noqa: F401  (registers the defense)
 from defenses.lt_admm_dp import LTADMMDP, LTADMMDPParams
-from privaudit.accounting import epsilon
+from privaudit.accounting import WITHOUT_REPLACEMENT_METHOD, without_replacement_epsilon
 from privaudit.models import build_model
 from privaudit.sim import simulate
 from privaudit.wire import CuriousNeighbour, GlobalListener, Kind, Wire
@@ -105,6 +105,8 @@ def test_a_neighbour_rebuilds_the_victims_states_from_its_own_link(defense_of):
 
 
 def test_theorem_2_claim_on_the_papers_setting(defense_of):
+    """The sound ε is the tight accountant for sampling without replacement (707.51; it was the
+    RDP accountant's 112,606 before that accountant existed, see tests/test_accounting_wor.py)."""
     defense = defense_of(PAPER, dataset="logistic")
     claim = defense.claim(4000)
     first = 2 * 4000 * 4 * 1**2 * 8**2 / (0.5**2 * 1000**2)
@@ -118,9 +120,10 @@ def test_theorem_2_claim_on_the_papers_setting(defense_of):
     assert any("m_i = min_i |D_i| = 1000" in a for a in claim.assumptions)
     step = dp_accounting.SampledWithoutReplacementDpEvent(1000, 8, dp_accounting.GaussianDpEvent(0.25))
     assert defense.mechanism(4000) == dp_accounting.SelfComposedDpEvent(step, 16000)
-    assert claim.eps_sound == pytest.approx(epsilon(dp_accounting.SelfComposedDpEvent(step, 16000), 1e-4, "rdp",
-                                                    "replace_one"))
-    assert claim.eps_sound > 100 * claim.eps_claimed
+    assert claim.eps_sound == without_replacement_epsilon(dp_accounting.SelfComposedDpEvent(step, 16000), 1e-4)
+    assert claim.eps_sound == pytest.approx(707.51, abs=0.01)
+    assert claim.sound_method.startswith(WITHOUT_REPLACEMENT_METHOD) and "16000 = Kτ" in claim.sound_method
+    assert claim.eps_sound > 25 * claim.eps_claimed
     assert defense.claim(400).eps_stated is None
     assert defense_of({**PAPER, "sigma_e": 0.6}, dataset="logistic").claim(4000).eps_stated is None
     assert defense_of(PAPER, dataset="logistic", samples_per_agent=900).claim(4000).eps_stated is None

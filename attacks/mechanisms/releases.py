@@ -27,7 +27,8 @@ from attacks.mechanisms.claims import MechanismClaim, Sound, _from_curve, _pure
 from attacks.mechanisms.laws import Factor, GaussianMixtureFactor
 from attacks.mechanisms.location import (GaussianLocation, _laplace_factors, _laplace_log_ratio, _location_pairs,
                                          _projection)
-from privaudit.accounting import Claim, epsilon
+from privaudit.accounting import (WITHOUT_REPLACEMENT_METHOD, Claim, without_replacement_delta,
+                                  without_replacement_epsilon)
 from privaudit.errors import ConfigError
 
 
@@ -116,7 +117,8 @@ class AdmmRound(Mechanism):
     (both clipped means have norm < ζ: the supremum of the move, not attained but approached).
     Each step's batch holds the record with probability |B|/m_i, independently, so the release is
     γ(K·2ζ x + N(0, τσ_e² I)) with K ~ Binomial(τ, |B|/m_i). The claim is Theorem 2's eq. 9 with K
-    = the releases audited; the sound ε is the RDP accountant on the τT sampled Gaussian steps.
+    = the releases audited; the sound ε is the tight sampled-without-replacement accountant on the
+    τT sampled Gaussian steps.
     """
 
     name = "lt_admm_round"
@@ -184,20 +186,15 @@ class AdmmRound(Mechanism):
 
 @functools.cache
 def _round_sound(params: RoundParams, setting: Setting, at: float) -> Sound:
-    """The RDP accountant on seed 002's τT sampled Gaussian steps (cached: the claim and the
-    audit both ask for it, and the sampled-without-replacement RDP takes seconds)."""
-    from dp_accounting import rdp
-    from dp_accounting.privacy_accountant import NeighboringRelation
-
+    """The tight sampled-without-replacement accountant on seed 002's τT sampled Gaussian steps
+    (`privaudit.accounting.without_replacement_pld`), ε at the setting's δ and δ at ε = `at` from
+    the same PLD (cached: the claim and the audit both ask for it)."""
     noise = params.sigma_e / (2 * params.zeta * l2_reach(setting.norm, setting.dim))
     step = dp_accounting.SampledWithoutReplacementDpEvent(params.samples, params.batch_size,
                                                           dp_accounting.GaussianDpEvent(noise))
     event = dp_accounting.SelfComposedDpEvent(step, params.tau * setting.releases)
-    eps = epsilon(event, setting.delta, "rdp", "replace_one")
-    engine = rdp.RdpAccountant(neighboring_relation=NeighboringRelation.REPLACE_ONE)
-    engine.compose(event)
-    return Sound(eps, float(engine.get_delta(at)), at, False,
-                 f"RDP accountant (replace-one) on {params.tau * setting.releases} steps of "
+    return Sound(without_replacement_epsilon(event, setting.delta), without_replacement_delta(event, at), at, False,
+                 f"{WITHOUT_REPLACEMENT_METHOD}, on {params.tau * setting.releases} steps of "
                  f"SampledWithoutReplacement(m_i = {params.samples}, |B| = {params.batch_size}, Gaussian(σ_e/2ζ)); "
                  "the round's sum is post-processing of those steps")
 
