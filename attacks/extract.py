@@ -127,7 +127,7 @@ def _heard(transcript: Transcript, kind: Kind, round: int, sender: int, receiver
 
 
 def _W(transcript: Transcript) -> Tensor:
-    return torch.tensor(transcript.public.W, dtype=torch.float64)
+    return transcript.public.mixing
 
 
 def _neighbours(W: Tensor, i: int) -> list[int]:
@@ -286,7 +286,7 @@ def dpdl_self_gradient(transcript: Transcript, victim: int, round: int) -> Targe
     at round t: a global listener or an eavesdropper on all of the victim's links.
     """
     _expect(transcript, "dpdl_self_gradient", "dpdl")
-    W, n = _W(transcript), len(transcript.public.W)
+    W, n = _W(transcript), transcript.public.agents
     residual = _calibrated(transcript, victim, round)
     received = {j: _heard(transcript, Kind.CROSS_GRADIENT, round, j, victim) for j in _neighbours(W, victim)}
     for j, gradient in received.items():

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from defenses.base import Defense, DefenseParams, register
 from privaudit.accounting import Claim, epsilon, subsampled_gaussian
-from privaudit.grads import batch_grads, clip_l2, per_sample_grads_agents
+from privaudit.grads import batch_grads, clip_l2, masked_sums
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
 
@@ -89,8 +89,7 @@ class DPDPSGD(DPSGD):
     def local_gradients(self) -> tuple[Tensor, list[Tensor]]:
         p = self.params
         xb, yb, mask, rows = self.setup.local.poisson_batches(self.rates, self.setup.generator)
-        per_sample = per_sample_grads_agents(self.setup.model, self.x, xb, yb)
-        clipped_sum = (clip_l2(per_sample, p.clip) * mask[..., None]).sum(dim=1)
+        clipped_sum = masked_sums(self.setup.model, self.x, xb, yb, mask, lambda g: clip_l2(g, p.clip))
         noise = torch.randn(clipped_sum.shape, generator=self.setup.generator) * (p.noise_multiplier * p.clip)
         return (clipped_sum + noise) / p.batch_size, [r[m > 0] for r, m in zip(rows, mask)]
 

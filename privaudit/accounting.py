@@ -137,15 +137,31 @@ s 366, q 2/3, a DPDL ring; 10,000 steps at s 5, q 0.01; …), and seed 002's 16,
 in 0.05 s."""
 
 
+_LOSS_CEILING = 1e4
+"""A step whose privacy loss reaches beyond this many nats (noise below about 1/140 of the
+sensitivity) gets no finite bound: its grid would be too coarse to mean anything, and dp_accounting's
+discretisation overflows far before the loss is reached. ∞ is then the sound answer."""
+
+
+def _unbounded(event: dp_accounting.DpEvent) -> bool:
+    """Whether a step of `event` has a privacy loss beyond `_LOSS_CEILING` (then no finite ε)."""
+    return any(_largest_loss(noise, rate) > _LOSS_CEILING for noise, rate, _ in _steps(event))
+
+
 def without_replacement_epsilon(event: dp_accounting.DpEvent, delta: float) -> float:
     """ε at `delta` of `event`, a composition of `SampledWithoutReplacementDpEvent`s of Gaussians
-    under replace-one adjacency, with the tight accountant of `without_replacement_pld`."""
+    under replace-one adjacency, with the tight accountant of `without_replacement_pld`; ∞ when the
+    noise is too small for a finite bound (`_LOSS_CEILING`)."""
+    if _unbounded(event):
+        return math.inf
     return float(without_replacement_pld(event).get_epsilon_for_delta(delta))
 
 
 def without_replacement_delta(event: dp_accounting.DpEvent, eps: float) -> float:
     """δ at ε = `eps` of the same composition (see `without_replacement_epsilon`), at most 1
-    (rounding can lift the PLD's sum a few ulps above it)."""
+    (rounding can lift the PLD's sum a few ulps above it); 1 when no finite bound exists."""
+    if _unbounded(event):
+        return 1.0
     return min(1.0, float(without_replacement_pld(event).get_delta_for_epsilon(eps)))
 
 

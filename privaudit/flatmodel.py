@@ -17,6 +17,12 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 
+def _argmax(output: Tensor) -> Tensor:
+    """The default prediction: the class with the largest output (a named function, so a model
+    pickles into worker processes)."""
+    return output.argmax(-1)
+
+
 class FlatModel:
     """The architecture of `module`, evaluated at any flat parameter vector.
 
@@ -41,7 +47,7 @@ class FlatModel:
         self.buffers = {name: b.detach() for name, b in module.named_buffers()}
         self._penalty = getattr(module, "penalty", None)
         self._loss = getattr(module, "loss", None) or F.cross_entropy
-        self._predict = getattr(module, "predict", None) or (lambda output: output.argmax(-1))
+        self._predict = getattr(module, "predict", None) or _argmax
 
     def initial(self) -> Tensor:
         """The module's current parameters as one detached flat vector."""

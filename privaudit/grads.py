@@ -8,6 +8,8 @@ never with a Python loop over samples.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 from torch.func import grad, vmap
@@ -42,6 +44,19 @@ def per_sample_grads_agents(model: FlatModel, flats: Tensor, x: Tensor, y: Tenso
     at any point per row): flats [N, P], x [N, B, ...] → [N, B, P]."""
     per_agent = vmap(grad(_sample_loss(model)), in_dims=(None, 0, 0))
     return vmap(per_agent)(flats, x, y)
+
+
+def masked_sums(model: FlatModel, flats: Tensor, x: Tensor, y: Tensor, mask: Tensor,
+                transform: Callable[[Tensor], Tensor]) -> Tensor:
+    """Σ_k transform(per-sample gradient) over the real samples of each agent's padded batch
+    (flats [N, P], x [N, K, ...], mask [N, K] with 1.0 on real samples) → [N, P]. Gradients are
+    computed for the real samples only: Poisson batches are padded to the largest, often twice the
+    mean, and a padded slot costs as much as a real one."""
+    agents, slots = torch.nonzero(mask > 0, as_tuple=True)
+    if len(agents) == 0:
+        return torch.zeros_like(flats)
+    per_sample = vmap(grad(_sample_loss(model)))(flats[agents], x[agents, slots], y[agents, slots])
+    return torch.zeros_like(flats).index_add_(0, agents, transform(per_sample))
 
 
 def clip_l2(g: Tensor, bound: float) -> Tensor:

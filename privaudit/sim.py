@@ -10,7 +10,7 @@ defenses and imports none of them.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -96,13 +96,17 @@ def public_knowledge(defense: Algorithm) -> PublicKnowledge:
         num_classes=setup.data.num_classes,
         initial_model=setup.model.initial(),
         hyper=defense.public(),
+        agents=setup.topology.network_size,
     )
 
 
 def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Iterable[Tap] = (),
-             progress: bool = False, label: str = "") -> RunOutput:
+             progress: bool = False, label: str = "",
+             after_round: Callable[[int, PublicKnowledge], None] | None = None) -> RunOutput:
     """Run `rounds` rounds of `defense`, evaluating at round 0, every `eval_every` rounds and at
-    the end; the taps record what their threat models hear."""
+    the end; the taps record what their threat models hear. `after_round(t, public)`, when given,
+    is called once round t's messages are all sent: an attacker that reads the run as it goes
+    (and lets its tap forget what it has read) keeps a long run's memory bounded."""
     setup = defense.setup
     public = public_knowledge(defense)
     taps = list(taps)
@@ -111,6 +115,8 @@ def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Ite
     start = time.perf_counter()
     for t in tqdm(range(rounds), desc=label or defense.name, disable=not progress, leave=False):
         defense.step(t, wire)
+        if after_round is not None:
+            after_round(t, public)
         if (t + 1) % eval_every == 0 or t + 1 == rounds:
             history.append(evaluate(setup.model, setup.data, defense.states, t + 1))
     return RunOutput(

@@ -180,16 +180,25 @@ class Topology:
     The graph is stored frozen and W read-only, so neighbours, edges and W cannot drift apart
     after construction. Equality is identity: comparing graphs and arrays field by field is
     neither cheap nor well defined.
+
+    `copies` > 1 is `copies` disjoint copies of one connected network side by side (`replicate`):
+    agent w·N + i is agent i of copy w. Nothing crosses between copies, so a run on it is that many
+    independent runs of the network in one tensor program (an audit's many worlds). `n` counts
+    every simulated agent; `network_size` is N, the number of agents of one network, which the
+    papers' formulas mean by N.
     """
 
     name: str
     rule: str
     graph: nx.Graph
     W: np.ndarray
+    copies: int = 1
 
     def __post_init__(self) -> None:
-        if self.graph.number_of_nodes() == 0 or not nx.is_connected(self.graph):
-            raise ValueError(f"topology '{self.name}' is not connected")
+        components = nx.number_connected_components(self.graph) if self.graph.number_of_nodes() else 0
+        if components != self.copies:
+            raise ValueError(f"topology '{self.name}' is not connected" if self.copies == 1 else
+                             f"topology '{self.name}' has {components} components, not {self.copies} copies")
         W = np.array(self.W, dtype=np.float64)
         check_mixing(W, self.graph)
         W.setflags(write=False)
@@ -210,10 +219,23 @@ class Topology:
         graph = build_graph(name, n, seed=seed, edge_prob=edge_prob)
         return cls(name=name, rule=rule, graph=graph, W=mixing_matrix(graph, rule))
 
+    def replicate(self, copies: int) -> Topology:
+        """`copies` disjoint copies of this network (its `copies` must be 1): W block-diagonal."""
+        if self.copies != 1 or copies < 1:
+            raise ValueError(f"replicate takes one network and copies >= 1, got {self.copies} and {copies}")
+        graph = nx.disjoint_union_all([self.graph] * copies)
+        return Topology(f"{copies} × {self.name}" if copies > 1 else self.name, self.rule, graph,
+                        np.kron(np.eye(copies), self.W), copies)
+
     @property
     def n(self) -> int:
-        """Number of agents."""
+        """Number of agents simulated (every copy's)."""
         return self.graph.number_of_nodes()
+
+    @property
+    def network_size(self) -> int:
+        """N: the number of agents of one network."""
+        return self.n // self.copies
 
     def neighbours(self, i: int) -> list[int]:
         """Agents that exchange messages with agent i, sorted, without i itself."""

@@ -12,6 +12,7 @@ defenses report those with `Wire.disclose`, and only the tap observing that agen
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable
@@ -103,6 +104,12 @@ class Tap(ABC):
         as that agent knows all of its own values."""
         return self.observer == agent and self.wants_round(round)
 
+    def forget(self, before: int) -> None:
+        """Drop what was recorded for rounds before `before`: an attacker that reads each round
+        as the run goes (an audit's scorer) keeps memory bounded over long runs."""
+        self.messages = [m for m in self.messages if m.round >= before]
+        self.disclosures = [d for d in self.disclosures if d.round >= before]
+
     def transcript(self, public: PublicKnowledge) -> Transcript:
         return Transcript(
             threat_model=self.threat_model,
@@ -193,7 +200,9 @@ class PublicKnowledge:
     """What every attacker is assumed to know: the paper's public parameters, not private data.
 
     `hyper` holds the defense's public hyperparameters (step sizes, schedule constants, clip norm,
-    noise multiplier…) as plain numbers, so an extractor can recompute e.g. η_t.
+    noise multiplier…) as plain numbers, so an extractor can recompute e.g. η_t. `agents` is N,
+    the number of agents of one network (W may hold several copies of it side by side: see
+    `Topology.replicate`).
     """
 
     defense: str
@@ -204,6 +213,16 @@ class PublicKnowledge:
     num_classes: int
     initial_model: Tensor
     hyper: dict[str, Any] = field(default_factory=dict)
+    agents: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.agents is None:
+            self.agents = len(self.W)
+
+    @functools.cached_property
+    def mixing(self) -> Tensor:
+        """W as a float64 tensor, built once (extractors read it at every round)."""
+        return torch.tensor(self.W, dtype=torch.float64)
 
 
 @dataclass
@@ -216,9 +235,21 @@ class Transcript:
     disclosures: list[Disclosure]
     public: PublicKnowledge
 
+    @functools.cached_property
+    def _by_sender(self) -> dict[tuple[Kind, int, int], list[Message]]:
+        """The messages by (kind, round, sender), built on the first look-up: extractors look up a
+        few messages per round among the thousands a wide run records."""
+        index: dict[tuple[Kind, int, int], list[Message]] = {}
+        for m in self.messages:
+            index.setdefault((m.kind, m.round, m.sender), []).append(m)
+        return index
+
     def find(self, kind: Kind | str | None = None, *, round: int | None = None,
              sender: int | None = None, receiver: int | None = -1) -> list[Message]:
         """Messages matching every given field; `receiver=None` selects broadcasts, -1 any."""
+        if kind is not None and round is not None and sender is not None:
+            found = self._by_sender.get((Kind(kind), round, sender), [])
+            return found if receiver == -1 else [m for m in found if m.receiver == receiver]
         return [
             m for m in self.messages
             if (kind is None or m.kind == Kind(kind))

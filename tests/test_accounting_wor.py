@@ -235,3 +235,11 @@ def test_it_is_far_tighter_than_the_rdp_accountant_and_never_looser():
     for s, q in CASES:
         event = _event(s, q, 100)
         assert without_replacement_epsilon(event, 1e-5) <= epsilon(event, 1e-5, "rdp", "replace_one")
+
+
+def test_noise_too_small_for_a_finite_bound_gives_infinity_not_an_overflow():
+    """σ_e = 1e-6 (a noiseless run of LT-ADMM-DP): no finite ε can be certified; ∞ and δ = 1."""
+    step = dp_accounting.SampledWithoutReplacementDpEvent(40, 8, dp_accounting.GaussianDpEvent(5e-7))
+    event = dp_accounting.SelfComposedDpEvent(step, 8)
+    assert without_replacement_epsilon(event, 1e-5) == math.inf
+    assert without_replacement_delta(event, 10.0) == 1.0

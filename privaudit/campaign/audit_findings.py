@@ -29,7 +29,7 @@ from attacks.canary import Game, audit_game, make_game, one_run_game
 from attacks.mechanisms import MECHANISMS
 from privaudit import __version__
 from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand
-from privaudit.campaign.config import parse_campaign
+from privaudit.campaign.config import AuditConfig, parse_campaign
 from privaudit.errors import ConfigError
 
 
@@ -74,17 +74,22 @@ def mechanism_finding(cell: AuditCell) -> dict[str, Any]:
     }
 
 
-def game_for_cell(cell: Cell, *, victim: int = 0, threat: str = "global_listener", canary_label: int = 0,
-                  canary_scale: float = 2.0) -> Game:
-    """The canary game of one training cell (its data, run shape, hyperparameters and seed);
-    every problem is a one-line ConfigError."""
-    return make_game(build_setup(cell), cell.run.kind, cell.params, cell.run.rounds, victim=victim, threat=threat,
-                     canary_label=canary_label, canary_scale=canary_scale)
+def game_options(table: AuditConfig) -> dict[str, Any]:
+    """The canary game's options that a `[[audit]]` table sets (`attacks.canary.make_game`)."""
+    return {"victim": table.victim, "threat": table.threat, "observer": table.observer, "links": table.links,
+            "canary": table.canary, "canary_label": table.canary_label, "canary_scale": table.canary_scale,
+            "scenarios": table.channels}
 
 
-def game_for_table(defense: dict[str, Any], data: dict[str, Any] | None = None, *, victim: int = 0,
-                   threat: str = "global_listener", seed: int = 0, canary_label: int = 0,
-                   canary_scale: float = 2.0) -> Game:
+def game_for_cell(cell: Cell, count: int = 1, **options: Any) -> Game:
+    """The canary game of one training cell (its data, run shape, hyperparameters and seed), with
+    `count` canaries and `attacks.canary.make_game`'s options; every problem is a one-line
+    ConfigError."""
+    return make_game(build_setup(cell), cell.run.kind, cell.params, cell.run.rounds, count=count, **options)
+
+
+def game_for_table(defense: dict[str, Any], data: dict[str, Any] | None = None, *, seed: int = 0, count: int = 1,
+                   **options: Any) -> Game:
     """The canary game of a `[[defense]]` table and a `[data]` table, as a campaign file writes
     them; every problem is a one-line ConfigError."""
     campaign = parse_campaign({"campaign": {"name": "canary", "seeds": [seed]}, "data": data or {},
@@ -92,78 +97,86 @@ def game_for_table(defense: dict[str, Any], data: dict[str, Any] | None = None, 
     cells = expand(campaign)
     if len(cells) != 1:
         raise ConfigError(f"a canary audit runs one configuration; the defense table expands to {len(cells)}")
-    return game_for_cell(cells[0], victim=victim, threat=threat, canary_label=canary_label,
-                         canary_scale=canary_scale)
+    return game_for_cell(cells[0], count, **options)
 
 
 def canary_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *, runs: int = 200,
-                 victim: int = 0, threat: str = "global_listener", confidence: float = 0.95,
-                 delta: float | None = None, seed: int = 0, canary_label: int = 0, canary_scale: float = 2.0,
-                 null: bool = False) -> dict[str, Any]:
+                 confidence: float = 0.95, delta: float | None = None, seed: int = 0, null: bool = False,
+                 protocol: str = "auto", worlds: int | None = None, **options: Any) -> dict[str, Any]:
     """The repeated-runs canary audit of one defense table (`game_for_table`, then
     `attacks.canary.audit_game`)."""
-    game = game_for_table(defense, data, victim=victim, threat=threat, seed=seed, canary_label=canary_label,
-                          canary_scale=canary_scale)
-    return audit_game(game, runs=runs, confidence=confidence, delta=delta, seed=seed, null=null)
+    game = game_for_table(defense, data, seed=seed, **options)
+    return audit_game(game, runs=runs, confidence=confidence, delta=delta, seed=seed, null=null, protocol=protocol,
+                      worlds=worlds)
 
 
 def one_run_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *, canaries: int = 200,
-                  guesses: int = 20, victim: int = 0, threat: str = "global_listener", confidence: float = 0.95,
-                  delta: float | None = None, seed: int = 0, canary_scale: float = 2.0) -> dict[str, Any]:
-    """The one-run audit of one defense table (`game_for_table`, then
+                  guesses: int = 20, confidence: float = 0.95, delta: float | None = None, seed: int = 0,
+                  **options: Any) -> dict[str, Any]:
+    """The one-run audit of one defense table (`game_for_table` with `canaries` canaries, then
     `attacks.canary.one_run_game`)."""
-    game = game_for_table(defense, data, victim=victim, threat=threat, seed=seed, canary_scale=canary_scale)
-    return one_run_game(game, canaries=canaries, guesses=guesses, confidence=confidence, delta=delta, seed=seed,
-                        canary_scale=canary_scale)
+    game = game_for_table(defense, data, seed=seed, count=canaries, **options)
+    return one_run_game(game, guesses=guesses, confidence=confidence, delta=delta, seed=seed)
+
+
+def _game(cell: AuditCell) -> Game:
+    table = cell.table
+    return game_for_cell(cell.training, table.canaries if table.method == "one_run" else 1, **game_options(table))
 
 
 def check_audit(cell: AuditCell) -> None:
-    """Build a canary audit's game, so a victim or threat its run cannot serve fails before
-    anything runs, as a ConfigError naming the cell; a mechanism audit needs no check here."""
+    """Build a canary audit's game, so a victim, threat or channel its run cannot serve fails
+    before anything runs, as a ConfigError naming the cell; a mechanism audit needs no check here."""
     if cell.training is None:
         return
-    table = cell.table
     try:
-        game_for_cell(cell.training, victim=table.victim, threat=table.threat, canary_label=table.canary_label,
-                      canary_scale=table.canary_scale)
+        _game(cell)
     except ConfigError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
 
 
 def canary_verdict(record: dict[str, Any]) -> dict[str, Any]:
-    """Refuted when the canary's ε_LB exceeds the ε the paper's formula claims at the same δ;
-    consistent otherwise; not evaluable when the defense claims no privacy (module docstring)."""
+    """Refuted when the canary's ε_LB exceeds the ε the paper's formula claims at the same δ (for a
+    (0, δ) claim: when δ_LB at ε = 0 exceeds the claimed δ); consistent otherwise; not evaluable
+    when the defense claims no privacy, or when the audited channel's unit is not the claim's
+    (module docstring)."""
     eps_lb, claimed, delta = record["eps_lb"], record["eps_claimed"], record["delta"]
     confidence = f"{record['confidence']:.0%} confidence"
+    forced = f"the canary forces ε ≥ {eps_lb:.4g} at δ = {delta:.3g} ({confidence})"
     if claimed is None:
-        return {"status": "not evaluable", "statement": None,
-                "reason": f"no DP claim is made; the canary forces ε ≥ {eps_lb:.4g} at δ = {delta:.3g} ({confidence})"}
+        return {"status": "not evaluable", "statement": None, "reason": f"no DP claim is made; {forced}"}
+    if record.get("unaudited"):
+        return {"status": "not evaluable", "statement": None, "reason": f"{record['unaudited']}; {forced}"}
+    if record.get("delta_lb") is not None:
+        delta_lb = record["delta_lb"]
+        status = "refuted" if delta_lb > delta else "consistent"
+        return {"status": status, "statement": f"({claimed:.4g}, {delta:.3g})-DP",
+                "reason": f"the canary forces δ ≥ {delta_lb:.4g} at ε = {claimed:.4g} ({confidence}), "
+                          f"{'above' if status == 'refuted' else 'not above'} the claimed δ = {delta:.3g}"}
     status = "refuted" if eps_lb > claimed else "consistent"
     return {"status": status, "statement": f"(ε = {claimed:.4g}, δ = {delta:.3g})-DP",
-            "reason": f"the canary forces ε ≥ {eps_lb:.4g} at δ = {delta:.3g} ({confidence}), "
-                      f"{'above' if status == 'refuted' else 'not above'} the claimed ε = {claimed:.4g}"}
+            "reason": f"{forced}, {'above' if status == 'refuted' else 'not above'} the claimed ε = {claimed:.4g}"}
 
 
 def canary_finding(cell: AuditCell) -> dict[str, Any]:
     """The canary audit of the training cell `cell.training` (its data, run shape, hyperparameters
     and seed): `cell.table.runs` runs per world, or one run with `cell.table.canaries` canaries."""
     table, training = cell.table, cell.training
-    game = game_for_cell(training, victim=table.victim, threat=table.threat, canary_label=table.canary_label,
-                         canary_scale=table.canary_scale)
+    game = _game(cell)
     if table.method == "repeated":
         record = audit_game(game, runs=table.runs, confidence=table.confidence, delta=table.delta,
-                            seed=training.seed)
+                            seed=training.seed, protocol=table.protocol)
     else:
-        record = one_run_game(game, canaries=table.canaries, guesses=table.guesses, confidence=table.confidence,
-                              delta=table.delta, seed=training.seed, canary_scale=table.canary_scale)
+        record = one_run_game(game, guesses=table.guesses, confidence=table.confidence, delta=table.delta,
+                              seed=training.seed)
     sound = _finite(record["eps_sound"])
     return {
         "subject": training.label,
         "defense": training.run.kind,
         "defense_label": training.label,
         "eps_lb": record["eps_lb"],
-        "delta_lb": None,
-        "delta_lb_eps": None,
+        "delta_lb": record.get("delta_lb"),
+        "delta_lb_eps": record.get("delta_lb_eps"),
         "delta": record["delta"],
         "confidence": table.confidence,
         "samples": table.runs if table.method == "repeated" else table.canaries,

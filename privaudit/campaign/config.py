@@ -23,7 +23,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from attacks.canary import SCENARIOS
+from attacks.canaries import CANARY_KINDS
+from attacks.channels import CHANNELS
 from attacks.extract import EXTRACTORS, MODEL_VIEWS
 from attacks.inversion import INVERSIONS
 from attacks.mechanisms import MECHANISMS, NORMS
@@ -256,9 +257,10 @@ class MembershipConfig(ThreatConfig):
 
 AUDIT_KINDS = ("mechanism", "canary")
 _MECHANISM_FIELDS = ("mechanism", "params", "adjacency", "dim", "releases", "samples", "curve")
-_CANARY_FIELDS = ("defense", "method", "runs", "canaries", "guesses", "victim", "threat", "canary_label",
-                  "canary_scale")
+_CANARY_FIELDS = ("defense", "method", "runs", "canaries", "guesses", "victim", "threat", "observer", "links",
+                  "canary", "channels", "protocol", "canary_label", "canary_scale")
 CANARY_METHODS = ("repeated", "one_run")
+PROTOCOLS = ("auto", "model", "held-out")
 
 
 class AuditConfig(BaseModel):
@@ -269,11 +271,17 @@ class AuditConfig(BaseModel):
     `dim`, `releases` releases seen together, `samples` observations per input, and the bound
     re-estimated at each size in `curve` for the tightness-against-samples figure; one cell per seed.
     `kind = "canary"`: each run of the named defense tables (`defense`, by label; every table a
-    canary audit supports when omitted), scored from what `threat` hears (`attacks/canary.py`); one
-    cell per run and seed. `method = "repeated"` trains it `runs` times per world, with and without
-    a canary record at `victim`; `"one_run"` trains it once with `canaries` canaries, each in the
-    victim's data with probability ½, and guesses the `guesses` highest and lowest scored (Steinke,
-    Nasr & Jagielski 2023). `delta` is the δ of ε_LB (default: the claim's δ, else 1e-5).
+    canary audit supports when omitted), scored from what `threat` hears (`attacks/canary.py`; the
+    eavesdropper's `links` and the curious neighbour's `observer` as for attacks), through the
+    defense's canary `channels` that tap hears (all by default; `attacks/channels.py`); one cell
+    per run and seed. `canary` is the kind planted (`attacks/canaries.py`): "gradient" (white-box
+    gradient canaries, the strongest), "record" (a crafted input) or "outlier". `method =
+    "repeated"` trains it `runs` times per world, with and without the canary at `victim`;
+    `"one_run"` trains it once with `canaries` canaries, each in the victim's data with probability
+    ½, and guesses the `guesses` highest and lowest scored (Steinke, Nasr & Jagielski 2023).
+    `protocol` picks how the test's threshold is chosen without touching the runs it is counted
+    on: "model" (from the mechanism's law), "held-out" (on a quarter of the runs) or "auto".
+    `delta` is the δ of ε_LB (default: the claim's δ — 0 for a pure-ε claim — else 1e-5).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -295,6 +303,12 @@ class AuditConfig(BaseModel):
     guesses: int = Field(20, ge=1, description="one_run: guesses per side (highest and lowest scores)")
     victim: int = Field(0, ge=0)
     threat: one_of(THREATS, "threat model") = "global_listener"
+    observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
+    links: list[tuple[int, int]] | None = Field(None, description="eavesdropper: links heard")
+    canary: one_of(CANARY_KINDS, "canary") = "gradient"
+    channels: list[str] | None = Field(None, min_length=1, description="the defense's canary channels to "
+                                       "listen to (default: every one the threat model hears)")
+    protocol: one_of(PROTOCOLS, "protocol") = "auto"
     canary_label: int = Field(0, ge=0)
     canary_scale: float = Field(2.0, gt=0)
 
@@ -302,8 +316,12 @@ class AuditConfig(BaseModel):
         """(field, why) when a field is set that the audit's kind does not use."""
         if self.kind == "mechanism" and self.mechanism is None:
             return "mechanism", "required when kind = 'mechanism'"
-        if self.kind == "canary" and self.delta == 0:
-            return "delta", "a canary audit bounds ε at δ > 0"
+        if self.kind == "canary" and self.threat != "curious_neighbour" and self.observer is not None:
+            return "observer", "only the curious_neighbour threat has one"
+        if self.kind == "canary" and self.threat != "eavesdropper" and self.links is not None:
+            return "links", "only the eavesdropper threat has links"
+        if self.kind == "canary" and self.method == "one_run" and self.protocol != "auto":
+            return "protocol", "a one-run audit chooses no threshold"
         if self.kind == "canary":
             unused = ("canaries", "guesses") if self.method == "repeated" else ("runs",)
             for name in unused:
@@ -362,7 +380,7 @@ class Campaign(BaseModel):
         table = self.audit[index]
         if table.kind != "canary":
             return []
-        chosen = _supporting(_named(self.defense, table.defense), SCENARIOS, table.defense is not None,
+        chosen = _supporting(_named(self.defense, table.defense), CHANNELS, table.defense is not None,
                              "has no canary audit", "has a canary audit")
         return [k for k, _ in chosen]
 

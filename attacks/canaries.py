@@ -1,0 +1,241 @@
+"""The canaries an auditor plants in the victim's data, and the directions it listens in.
+
+A canary audit compares runs on the victim's data without and with a record, the canary; the
+stronger the canary, the closer the empirical bound comes to the mechanism's true ε. Three kinds:
+
+* `gradient` — the white-box gradient canary of Nasr et al. 2023 (§4, "Dirac canary" gradients):
+  a record whose loss is linear in the parameters, ℓ(θ) = ±‖g‖⟨θ, u⟩, so its gradient is ±‖g‖ u at
+  every point. The defense samples, clips and noises it exactly as any record (`PlantedModel`).
+  A claim proved by bounding each record's clipped contribution (DP-SGD's analysis and those
+  built like it) covers every loss, so this record is a neighbour the claim speaks for: the
+  worst case such a proof allows. u is chosen where the victim's real records' gradients are
+  quietest (`quiet_directions`), so what the attacker projects onto u is the canary and the noise.
+* `record` — a crafted input: orthogonal to every input of the victim and long, with a fixed label,
+  so its gradient is clipped at full length and, for a linear model, orthogonal to every other
+  record's gradient at every point. A record of the task itself, for claims whose unit is one.
+* `outlier` — a random ±`scale` pattern (normalised units) with a fixed label, the canary of
+  Jagielski et al. 2020 and this suite's first audits, kept for comparison.
+
+Under replace-one adjacency the world without the canary holds an anti-canary in its place (the
+opposite gradient, or the negated input), so the two worlds differ by the most one replacement
+can move; under add/remove it holds nothing. One `Canaries` value holds k canaries (k = 1 for
+repeated runs, many for the one-run audit): `direction` gives, at any model points, the unit
+vectors along which each moves a released gradient, `length` their gradient lengths there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.func import vmap
+
+from privaudit.flatmodel import FlatModel
+from privaudit.grads import per_sample_grads, per_sample_grads_agents
+from privaudit.sampling import LocalData
+from privaudit.setup import Setup
+
+CanaryKind = Literal["gradient", "record", "outlier"]
+CANARY_KINDS: tuple[str, ...] = ("gradient", "record", "outlier")
+
+_PROBE_ROWS = 4096
+"""At most this many probed gradients (records × probe points) go into the search for quiet directions."""
+_MARK_SCALE = 4.0
+
+
+def _keys(x: Tensor) -> Tensor:
+    """What identifies a planted input: its first and last entries. Planted inputs are random
+    normal patterns (`_marks`), so a real record shares both exactly with probability 0, and two
+    entries compare far faster than a whole input in the per-sample hot path."""
+    flat = x.flatten(1)
+    return torch.stack([flat[:, 0], flat[:, -1]], dim=-1)
+
+
+class PlantedModel(FlatModel):
+    """`base` with planted records: a record whose input is `inputs[k]` (`_keys`) has the loss
+    ⟨θ, gradients[k]⟩ (gradient `gradients[k]` at every θ); every other record keeps the base
+    loss, and the penalty, if any, is added as before. A batch's loss stays the mean of its
+    records' losses, so per-sample and batch gradients both see a planted gradient as one
+    record's."""
+
+    def __init__(self, base: FlatModel, inputs: Tensor, gradients: Tensor) -> None:
+        self.__dict__.update(base.__dict__)
+        self.planted_keys = _keys(inputs)
+        self.planted_gradients = gradients
+
+    def loss(self, flat: Tensor, x: Tensor, y: Tensor) -> Tensor:
+        output = self.output(flat, x)
+        if len(x) == 1:  # one record (per-sample gradients, the hot path): its loss is the batch's
+            per_record = self._loss(output, y).reshape(1)
+        else:
+            per_record = vmap(lambda o, t: self._loss(o[None], t[None]))(output, y)
+        match = (_keys(x)[:, None] == self.planted_keys[None]).all(-1).to(flat.dtype)
+        planted = match @ (self.planted_gradients.to(flat.dtype) @ flat)
+        value = torch.where(match.sum(-1) > 0, planted, per_record).mean()
+        if self._penalty is not None:
+            value = value + self._penalty(self.unflatten(flat))
+        return value
+
+
+@dataclass(frozen=True)
+class Canaries:
+    """k canaries: the records of the world with each (`x` [k, ...], `y` [k]), the anti-canaries
+    that take their place without them under replace-one (`anti_x`, `anti_y`), and for gradient
+    canaries their unit directions `u` [k, P] and length `norm` (the planted gradients are
+    ±norm·u_k)."""
+
+    kind: str
+    x: Tensor
+    y: Tensor
+    anti_x: Tensor
+    anti_y: Tensor
+    norm: float = float("nan")
+    u: Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def model(self, base: FlatModel) -> FlatModel:
+        """The model every world trains: `base`, with the planted gradients of gradient canaries
+        (the same model in both worlds; only the data differ)."""
+        if self.u is None:
+            return base
+        gradients = torch.cat([self.norm * self.u, -self.norm * self.u])
+        return PlantedModel(base, torch.cat([self.x, self.anti_x]), gradients)
+
+    def _gradients(self, model: FlatModel, points: Tensor) -> Tensor:
+        """Each canary record's gradient at each point: [R, k, P]."""
+        count, k = len(points), len(self)
+        return per_sample_grads_agents(model, points.float(), self.x[None].expand(count, k, *self.x.shape[1:]),
+                                       self.y[None].expand(count, k)).to(points.dtype)
+
+    def direction(self, model: FlatModel, points: Tensor) -> Tensor:
+        """Unit vectors along which each canary moves a gradient released at each of `points`:
+        [R, P] → [R, k, P] (u for gradient canaries, else the record's own gradient there)."""
+        if self.u is not None:
+            return self.u.to(points.dtype)[None].expand(len(points), -1, -1)
+        grads = self._gradients(model, points)
+        return grads / torch.linalg.vector_norm(grads, dim=-1, keepdim=True).clamp_min(1e-30)
+
+    def length(self, model: FlatModel, points: Tensor) -> Tensor:
+        """Each canary's gradient length at each point, [R, k]."""
+        if self.u is not None:
+            return torch.full((len(points), len(self)), self.norm, dtype=points.dtype)
+        return torch.linalg.vector_norm(self._gradients(model, points), dim=-1)
+
+
+def _probe_points(setup: Setup, count: int, seed: int) -> Tensor:
+    """x₀ and `count` − 1 points around it, at the scale of x₀'s own entries."""
+    start = setup.model.initial()
+    generator = torch.Generator().manual_seed(seed)
+    scale = float(start.abs().mean().clamp_min(1e-3))
+    noise = torch.randn((count - 1, len(start)), generator=generator) * scale
+    return torch.cat([start[None], start[None] + noise])
+
+
+def victim_gradients(setup: Setup, victim: int, seed: int) -> Tensor:
+    """The victim's per-sample gradients at probe points around x₀, stacked [rows, P]: enough
+    points for twice P rows when `_PROBE_ROWS` allows (a model's gradients move with the point, and
+    the quiet directions must be quiet wherever training goes), at least 4."""
+    x, y = setup.local.shard(victim)
+    x, y = x[:_PROBE_ROWS // 4], y[:_PROBE_ROWS // 4]
+    count = min(max(4, math.ceil(2 * setup.model.dim / len(x))), _PROBE_ROWS // len(x))
+    points = _probe_points(setup, count, seed)
+    return torch.cat([per_sample_grads(setup.model, point, x, y) for point in points]).double()
+
+
+def _complement(rows: Tensor, count: int, generator: torch.Generator) -> Tensor:
+    """`count` unit vectors orthogonal to every row of `rows` [n, d] where the rows leave room
+    (random in the orthogonal complement, orthonormal while `count` fits in it), else the least
+    singular directions; [count, d] float64."""
+    _, singular, vh = torch.linalg.svd(rows, full_matrices=False)
+    rank = int((singular > singular.max() * 1e-9).sum()) if len(singular) and singular.max() > 0 else 0
+    width = rows.shape[1]
+    if rank == width:
+        vectors = vh[-count:] if count <= width else vh[-1:].expand(count, -1)
+    else:
+        span = vh[:rank]
+        vectors = torch.randn((count, width), generator=generator, dtype=torch.float64)
+        vectors = vectors - (vectors @ span.T) @ span
+        if count <= width - rank:
+            vectors = torch.linalg.qr(vectors.T).Q.T
+    return vectors / torch.linalg.vector_norm(vectors, dim=1, keepdim=True)
+
+
+def quiet_directions(setup: Setup, victim: int, count: int, seed: int, coordinate: bool = False) -> Tensor:
+    """`count` unit directions along which the victim's own records' gradients are as small as
+    they can be: orthogonal to all of them at the probe points when they leave room (for a linear
+    model then at every point: its gradients lie in a span fixed by the inputs), else the least
+    singular directions. `coordinate` asks for basis vectors e_c (ℓ1 mechanisms: a one-coordinate
+    gradient has the same ℓ1 and ℓ2 length, and per-coordinate noise is then one draw): the
+    `count` coordinates with the least gradient energy. [count, P]."""
+    grads = victim_gradients(setup, victim, seed)
+    if coordinate:
+        chosen = grads.square().sum(0).argsort()[:count]
+        return torch.eye(grads.shape[1])[chosen]
+    return _complement(grads, count, torch.Generator().manual_seed(seed + 1)).float()
+
+
+def _marks(setup: Setup, count: int, seed: int) -> Tensor:
+    """`count` inputs no real record has (random patterns of `_MARK_SCALE` standard deviations):
+    they only identify planted records, whose base loss is never used."""
+    generator = torch.Generator().manual_seed(seed + 2)
+    return torch.randn((count, *setup.data.shape), generator=generator).to(setup.data.x_train.dtype) * _MARK_SCALE
+
+
+def gradient_canaries(setup: Setup, victim: int, count: int, norm: float, seed: int,
+                      coordinate: bool = False) -> Canaries:
+    """`count` gradient canaries of length `norm` along `quiet_directions`."""
+    marks = _marks(setup, 2 * count, seed)
+    labels = setup.data.y_train[:1].expand(count, *setup.data.y_train.shape[1:]).clone()
+    u = quiet_directions(setup, victim, count, seed, coordinate)
+    return Canaries("gradient", marks[:count], labels, marks[count:], labels, float(norm), u)
+
+
+def record_canaries(setup: Setup, victim: int, count: int, label: int | None, scale: float, seed: int) -> Canaries:
+    """`count` crafted records: inputs orthogonal to every input of the victim where they leave
+    room, each of norm `scale`·√dim in normalised units, labelled `label` (None: random labels);
+    each anti-record is the negated input with the same label."""
+    x, _ = setup.local.shard(victim)
+    flat = x.reshape(len(x), -1).double()
+    generator = torch.Generator().manual_seed(seed + 3)
+    inputs = _complement(flat, count, generator) * scale * flat.shape[1] ** 0.5
+    records = inputs.reshape(count, *setup.data.shape).to(setup.data.x_train.dtype)
+    labels = _labels(setup, count, label, generator)
+    return Canaries("record", records, labels, -records, labels)
+
+
+def outlier_canaries(setup: Setup, count: int, label: int | None, scale: float, seed: int) -> Canaries:
+    """`count` random ±`scale` patterns (every pixel `scale` standard deviations off the mean),
+    labelled `label` (None: random labels): nearly orthogonal to every real input, hence their
+    gradients are too, and their loss stays high because no real record pulls the model towards
+    them. Each anti-record is the negated pattern."""
+    generator = torch.Generator().manual_seed(seed)
+    shape = (count, *setup.data.shape)
+    signs = torch.randint(0, 2, shape, generator=generator).to(setup.data.x_train.dtype) * 2 - 1
+    labels = _labels(setup, count, label, generator)
+    return Canaries("outlier", signs * scale, labels, -signs * scale, labels)
+
+
+def _labels(setup: Setup, count: int, label: int | None, generator: torch.Generator) -> Tensor:
+    dtype = setup.data.y_train.dtype
+    if label is not None:
+        return torch.full((count,), label, dtype=dtype)
+    return torch.randint(0, setup.data.num_classes, (count,), generator=generator).to(dtype)
+
+
+def with_records(setup: Setup, agent: int, x: Tensor, y: Tensor, replace: int = 0) -> Setup:
+    """`setup` with the records x [k, ...], y [k] in `agent`'s shard: appended (new rows of the
+    pool that no other agent holds), or in place of its first `replace` records. Sampling rates
+    stay those of the sizes before (add/remove analyses one fixed rate q = B/|D_i|)."""
+    local = setup.local
+    pool = len(local.x)
+    shards = [local.index[i, : int(local.sizes[i])].numpy() for i in range(local.n_agents)]
+    shards[agent] = np.concatenate([shards[agent][replace:], np.arange(pool, pool + len(x))])
+    return dataclasses.replace(setup, local=LocalData(torch.cat([local.x, x]), torch.cat([local.y, y]), shards),
+                               rate_sizes=setup.sampling_sizes)
