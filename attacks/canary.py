@@ -227,10 +227,11 @@ def worlds_per_run(game: Game) -> int:
     return max(1, WORLD_AGENTS // game.setup.topology.n)
 
 
-def _scores_of(game: Game, present: Tensor, seed: int, copies: int) -> tuple[np.ndarray, Laws]:
-    """One simulation's scores of the first canary and the laws they were scored with."""
+def _scores_of(game: Game, present: Tensor, seed: int, copies: int) -> tuple[np.ndarray, list]:
+    """One simulation's scores of the first canary and the laws they were scored with, as numpy
+    arrays (tensors returned from worker processes would each hold a file descriptor)."""
     listener = play(game, present, seed, copies)
-    return listener.totals[:, 0].numpy(), listener.laws
+    return listener.totals[:, 0].numpy(), [(law, shift.numpy()) for law, shift in listener.laws]
 
 
 def _one_thread() -> None:
@@ -255,7 +256,7 @@ def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: i
             found = list(pool.map(_scores_of, itertools.repeat(game), itertools.repeat(present), seeds, sizes))
     else:
         found = [_scores_of(game, present, chunk_seed, size) for chunk_seed, size in zip(seeds, sizes)]
-    return np.concatenate([values for values, _ in found]), found[0][1]
+    return np.concatenate([values for values, _ in found]), [(law, torch.from_numpy(shift)) for law, shift in found[0][1]]
 
 
 def _summary(values: np.ndarray) -> dict[str, float]:

@@ -53,21 +53,35 @@ def main() -> None:
     parser.add_argument("--canary", default="gradient", choices=["gradient", "record", "outlier"])
     parser.add_argument("--workers", type=int, default=1, help="processes the simulations are spread over")
     parser.add_argument("--speed-runs", type=int, default=256, help="runs timed for the speed comparison")
-    parser.add_argument("--canaries", type=int, default=500, help="canaries of the one-run audit")
-    parser.add_argument("--guesses", type=int, default=50, help="guesses per side of the one-run audit")
+    parser.add_argument("--canaries", type=int, default=100, help="canaries of the one-run audit (at most the "
+                        "victim's quiet directions, 157 here: more would overlap and blur each other)")
+    parser.add_argument("--guesses", type=int, default=20, help="guesses per side of the one-run audit")
+    parser.add_argument("--parts", nargs="+", default=["speed", "repeated", "one_run"],
+                        choices=["speed", "repeated", "one_run"], help="what to measure")
     parser.add_argument("--json", action="store_true", help="print the records as JSON lines too")
     args = parser.parse_args()
     print(f"torch threads {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, workers {args.workers}")
 
-    speed_game = game_for_table(table("dp_dpsgd", args.rounds, 1.0), DATA, canary=args.canary)
-    before = runs_per_second(speed_game, max(8, args.speed_runs // 16), worlds=1)
-    after = runs_per_second(speed_game, args.speed_runs, worlds=None)
+    if "speed" in args.parts:
+        speed(args)
+    if "repeated" in args.parts:
+        repeated(args)
+    if "one_run" in args.parts:
+        one_run(args)
+
+
+def speed(args: argparse.Namespace) -> None:
+    game = game_for_table(table("dp_dpsgd", args.rounds, 1.0), DATA, canary=args.canary)
+    before = runs_per_second(game, max(8, args.speed_runs // 16), worlds=1)
+    after = runs_per_second(game, args.speed_runs, worlds=None)
     print(f"runs per second, one world per simulation (before): {before:.1f}; batched (after): {after:.1f}; "
           f"speed-up {after / before:.1f}×")
     if args.json:
         print(json.dumps({"runs_per_second_before": before, "runs_per_second_after": after}))
 
+
+def repeated(args: argparse.Namespace) -> None:
     print(f"\n{'defense':<9} {'sigma':>5} {'runs':>6} {'eps_lb':>7} {'eps_sound':>9} {'ratio':>6} {'estimate':>8} "
           f"{'est/sound':>9} {'wall_s':>7} {'runs/s':>7}")
     for kind, sigma in [("dp_dpsgd", sigma) for sigma in args.sigmas] + [("dpsgd", None)]:
@@ -83,6 +97,8 @@ def main() -> None:
         if args.json:
             print(json.dumps(record))
 
+
+def one_run(args: argparse.Namespace) -> None:
     print(f"\none run, {args.canaries} canaries, {args.guesses} guesses per side")
     print(f"{'defense':<9} {'sigma':>5} {'right':>7} {'eps_lb':>7} {'mu_lb':>6} {'eps_if_gdp':>10} {'eps_sound':>9}")
     for kind, sigma in [("dp_dpsgd", sigma) for sigma in args.sigmas] + [("dpsgd", None)]:

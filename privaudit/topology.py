@@ -10,6 +10,7 @@ difference between runs comes from the topology itself, not from a biased or div
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -227,9 +228,10 @@ class Topology:
         return Topology(f"{copies} × {self.name}" if copies > 1 else self.name, self.rule, graph,
                         np.kron(np.eye(copies), self.W), copies)
 
-    @property
+    @functools.cached_property
     def n(self) -> int:
-        """Number of agents simulated (every copy's)."""
+        """Number of agents simulated (every copy's); cached: the graph is frozen, and every message
+        on the wire asks."""
         return self.graph.number_of_nodes()
 
     @property

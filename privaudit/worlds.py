@@ -44,17 +44,17 @@ class Replicated(Tap):
 
     def __init__(self, tap: Tap, network: Topology) -> None:
         super().__init__()
-        self.base, self.network = tap, network
+        self.base, self.network, self.size = tap, network, network.n
         self.rounds, self.kinds = tap.rounds, tap.kinds
         self.threat_model = tap.threat_model
         self.observer = tap.observer
 
     def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
-        size = self.network.n
+        size = self.size
         return self.base.hears(sender % size, None if receiver is None else receiver % size, self.network)
 
     def wants_disclosure(self, round: int, agent: int, name: str) -> bool:
-        return self.base.wants_disclosure(round, agent % self.network.n, name)
+        return self.base.wants_disclosure(round, agent % self.size, name)
 
     def check(self, topology: Topology) -> None:
         if topology.network_size != self.network.n:

@@ -1,8 +1,9 @@
-"""The report's "Empirical audits" section, from audit rows alone: per audit row, what was audited,
-the lower bounds ε_LB (at δ) and δ_LB (at ε) with their confidence and sample size, the values
-they are to be compared with (the exact value for the pair of inputs the audit found, the sound
-accountant's, the claimed one), the verdict with its reason, and — when the row stores how the
-bound grew with the samples drawn — a figure of that curve against those values.
+"""The report's "Empirical audits" section, from audit rows alone: per audit row, what was audited
+and how, the lower bounds ε_LB (at δ) and δ_LB (at ε) with their confidence and sample size, the
+estimate (named as one, never a bound), the values they are to be compared with (the exact value
+for the pair of inputs the audit found, the sound accountant's, the claimed one and the one the
+paper states), the verdict with its reason, and — when the row stores how the bound grew with the
+samples drawn — a figure of that curve against those values.
 
 The text helpers here are shared with the verdicts (`reports/verdicts.py`), so both say the same
 thing the same way. Nothing is recomputed: bounds, verdicts and tightness are read from the rows.
@@ -137,8 +138,11 @@ def audit_section(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
             "defense": row.get("defense_label") or row.get("defense") or "—", "seed": row.get("seed"),
             "failed": audit_failed(row), "status": row.get("status") or "no status stored",
             "eps_lb": eps_bound_text(row), "delta_lb": delta_bound_text(row), "confidence": confidence_text(row),
-            "samples": samples_text(row), "claimed": number(row.get("eps_claimed")), "exact": _exact_text(row),
+            "samples": samples_text(row), "claimed": number(row.get("eps_claimed")),
+            "stated": number(row.get("eps_stated")), "exact": _exact_text(row),
             "sound": number(row.get("eps_sound")), "tightness": tightness_text(row),
+            "estimate": number(row.get("eps_estimate")), "estimate_method": row.get("estimate_method") or "",
+            "attack": row.get("attack") or "",
             "verdict": {"status": verdict.get("status") or "—", "statement": verdict.get("statement"),
                         "reason": verdict.get("reason") or ""},
             "figure": None if uri is None else {"uri": uri, "title": f"{label} · {subject}"},

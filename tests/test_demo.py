@@ -36,14 +36,17 @@ def test_demo_dpsgd_reaches_90_percent_and_dp_variant_states_its_epsilon():
 
 def test_demo_campaign_shows_the_whole_suite():
     """Issue 7's embedded default: undefended D-PSGD, DPDL and ternary quantization, inversion at
-    two rounds, membership inference, the ternary quantizer audit and a canary audit."""
+    two rounds, membership inference, the ternary quantizer audit and canary audits — issue 14's
+    end to end on a seed algorithm (DPDL) among them."""
     campaign, _ = read_campaign(None)
     kinds = {run.kind for run in campaign.defense}
     assert {"dpsgd", "dp_dpsgd", "dpdl", "ternary"} <= kinds
     assert [len(table.rounds) for table in campaign.attack] == [2]
     assert campaign.membership
     assert [(table.kind, table.mechanism or table.method) for table in campaign.audit] == [
-        ("mechanism", "ternary"), ("canary", "repeated"), ("canary", "one_run")]
+        ("mechanism", "ternary"), ("canary", "repeated"), ("canary", "repeated"), ("canary", "one_run")]
+    audited = {campaign.defense[k].kind for index in range(len(campaign.audit)) for k in campaign.audit_targets(index)}
+    assert audited == {"dp_dpsgd", "dpdl"}
 
 
 def test_the_demo_gives_the_stored_rows(tmp_path):
