@@ -46,6 +46,7 @@ from scipy.stats import beta as beta_law
 from attacks.mechanisms import (NORMS, ROUNDING_DECIMALS, Mechanism, MechanismClaim, Pair, Setting, Sound, build,
                                 privacy_curve)
 from privaudit.errors import ConfigError
+from privaudit.limits import MAX_SEED, require
 
 Target = Literal["eps", "delta"]
 TestKind = Literal["auto", "classifier"]
@@ -453,7 +454,16 @@ class AuditReport:
         })
 
 
-def _check(dim: int, releases: int, samples: int | None, confidence: float, delta: float) -> None:
+def check_size(dim: int, releases: int, samples: int | None, where: str = "") -> None:
+    """ConfigError when the values one input's observations need (dim × releases × samples, the
+    default samples when None) exceed the `samples` limit: refused before anything is drawn."""
+    n = default_samples(dim, releases) if samples is None else samples
+    require("samples", dim * releases * n, f"{where}dim × releases × samples = {dim:,} × {releases:,} × {n:,}")
+
+
+def _check(dim: int, releases: int, samples: int | None, confidence: float, delta: float, seed: int) -> None:
+    if not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"--seed must be in 0..{MAX_SEED}, got {seed}")
     if dim < 1:
         raise ConfigError(f"--dim must be >= 1, got {dim}")
     if releases < 1:
@@ -464,6 +474,7 @@ def _check(dim: int, releases: int, samples: int | None, confidence: float, delt
         raise ConfigError(f"--confidence must be in (0, 1), got {confidence}")
     if not 0 <= delta < 1:
         raise ConfigError(f"--delta must be in [0, 1), got {delta}")
+    check_size(dim, releases, samples)
 
 
 def search(mechanism: Mechanism, candidates: list[Pair], pilot: int, releases: int, target: tuple[Target, float],
@@ -492,7 +503,7 @@ def audit(name: str, params: dict[str, Any] | None = None, *, adjacency: str = "
     mechanism = build(name, params)
     if adjacency not in NORMS:
         raise ConfigError(f"unknown adjacency '{adjacency}' (choose from {', '.join(NORMS)})")
-    _check(dim, releases, samples, confidence, delta)
+    _check(dim, releases, samples, confidence, delta, seed)
     samples = default_samples(dim, releases) if samples is None else samples
     setting = Setting(NORMS[adjacency], dim, releases, delta)
     audited = mechanism.claim(setting)

@@ -47,9 +47,10 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Annotated, ClassVar, Literal
 
 import torch
+from pydantic import AfterValidator, Field
 from torch import Tensor
 from torch.optim.lbfgs import _strong_wolfe
 
@@ -57,8 +58,18 @@ from attacks.extract import Target
 from attacks.release import images_per_target, release
 from privaudit.data import Normalisation
 from privaudit.flatmodel import FlatModel
+from privaudit.limits import within
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
+
+Count = Annotated[int, Field(ge=1)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Restarts = Annotated[int, Field(ge=1), AfterValidator(within("runs"))]
+DType = Literal["float32", "float64"]
+"""The attacks' parameter types: the dataclasses ignore them at run time, and a campaign validates
+an attack's parameters against them (pydantic), so a bad value is a one-line error naming the
+field before anything trains, not an exception in the middle of a campaign."""
 
 PAIR_DTYPE = torch.float32
 """Storage of L-BFGS's curvature pairs (see `_CurvatureMemory`)."""
@@ -603,14 +614,14 @@ class DLG:
     (bench/inversion.py --victim-init default).
     """
 
-    evaluations: int = 2000
-    lr: float = 1.0
-    history_size: int = 400
-    line_search: str | None = "strong_wolfe"
-    restarts: int = 1
-    init_std: float = 0.1
-    tolerance: float = 1e-8
-    dtype: str = "float64"
+    evaluations: Count = 2000
+    lr: Positive = 1.0
+    history_size: Count = 400
+    line_search: Literal["strong_wolfe"] | None = "strong_wolfe"
+    restarts: Restarts = 1
+    init_std: Positive = 0.1
+    tolerance: NonNegative = 1e-8
+    dtype: DType = "float64"
 
     fixes_labels: ClassVar[bool] = False
     title: ClassVar[str] = "DLG"
@@ -696,18 +707,18 @@ class InvertingGradients:
     `tv_weight=1e-3` did better on these batches (chosen on them, so not a tested default).
     """
 
-    iterations: int = 1000
-    optimizer: str = "lbfgs"
-    lr: float = 0.1
-    tv_weight: float = 1e-4
-    restarts: int = 1
+    iterations: Count = 1000
+    optimizer: Literal["lbfgs", "adam"] = "lbfgs"
+    lr: Positive = 0.1
+    tv_weight: NonNegative = 1e-4
+    restarts: Restarts = 1
     signed: bool = True
-    decay: float = 0.1
-    milestones: tuple[float, ...] = (3 / 8, 5 / 8, 7 / 8)
-    project_every: int = 20
-    history_size: int = 400
-    init_std: float = 1.0
-    dtype: str = "float64"
+    decay: Positive = 0.1
+    milestones: tuple[Annotated[float, Field(gt=0, lt=1)], ...] = (3 / 8, 5 / 8, 7 / 8)
+    project_every: Count = 20
+    history_size: Count = 400
+    init_std: Positive = 1.0
+    dtype: DType = "float64"
 
     title: ClassVar[str] = "Inverting Gradients"
 

@@ -17,10 +17,19 @@ point; the model is `lenet_dlg` with the DLG paper's uniform(−0.5, 0.5) re-ini
   SSIM, label accuracy.
 
 Times depend on the machine's load (printed): other processes on a shared machine slow every
-evaluation. One intra-op thread by default: an evaluation works on tensors so small that, with
-two threads on two shared cores, OpenMP's waiting threads made it up to ~20× slower (measured
-0.18 s against 9 ms per DLG evaluation at load 5; 45–53 ms against 3.4–3.7 ms at load 1.8);
-`--threads 2` measures the other choice.
+evaluation. Threads follow privaudit's policy (`privaudit.threads`, printed): one intra-op thread
+unless `--threads T` (0: torch's default, one per core). An evaluation works on tensors so small
+that, with two threads on two shared cores, OpenMP's spinning waits made it up to ~20× slower
+(measured 0.18 s against 9 ms per DLG evaluation at load 5; 45–53 ms against 3.4–3.7 ms at load
+1.8; 91.5 ms against 4.3 ms beside two busy processes; beside one busy loop, 13.7 ms spinning and
+5.1 ms sleeping against 3.4–4.5 ms with one thread, 3.2–3.3 ms idle; the table in
+`privaudit/threads.py`). To see it, and the policy the CLI applies:
+
+    python bench/inversion.py --sections dlg --threads 0                           # torch's default, spinning waits
+    OMP_WAIT_POLICY=PASSIVE python bench/inversion.py --sections dlg --threads 0   # sleeping waits
+    python bench/inversion.py --sections dlg                                       # the policy: one thread
+
+(the wait policy is read when torch is imported, so here it comes from the environment).
 
 Run: python bench/inversion.py [--json] [--sections dlg,idlg,ig1,ig4] [--cases N] [--repeats K]
 [--ig-variants default,adam_paper,adam_tuned] [--threads T] [--victim-init dlg|default]
@@ -40,6 +49,7 @@ import torch
 
 from attacks.extract import Target
 from attacks.inversion import DLG, InvertingGradients, extract_labels
+from privaudit import threads
 from privaudit.data import Dataset, load_dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad
@@ -245,7 +255,7 @@ def _json_safe(value):
 
 
 def _print(figures: dict) -> None:
-    print(f"victim init {figures['victim_init']}, threads {figures['threads']}, "
+    print(f"victim init {figures['victim_init']}, threads: {figures['thread_policy']} ({figures['threads']} in use), "
           f"load average {figures['load_before']} → {figures['load_after']}")
     if "dlg" in figures:
         d = figures["dlg"]
@@ -286,7 +296,8 @@ def main() -> None:
     parser.add_argument("--cases", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="timed DLG runs per case")
     parser.add_argument("--ig-variants", default=",".join(IG_VARIANTS))
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--threads", type=int, help="torch's intra-op threads (default: privaudit's policy, "
+                        "OMP_NUM_THREADS when set, else 1; 0: torch's default, one per core)")
     parser.add_argument("--victim-init", choices=VICTIM_INIT, default="dlg")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
@@ -298,10 +309,12 @@ def main() -> None:
         parser.error(f"unknown IG variant(s): {', '.join(sorted(set(variants) - set(IG_VARIANTS)))}")
     if args.repeats < 1 or args.cases < 1:
         parser.error("--repeats and --cases must be >= 1")
+    if args.threads is not None and args.threads < 0:
+        parser.error("--threads must be >= 0")
 
-    torch.set_num_threads(args.threads)
+    policy = threads.apply(args.threads)
     data = load_dataset("photos")
-    figures: dict = {"threads": torch.get_num_threads(), "victim_init": args.victim_init,
+    figures: dict = {"thread_policy": policy, "threads": torch.get_num_threads(), "victim_init": args.victim_init,
                      "load_before": [round(v, 2) for v in os.getloadavg()]}
     if "dlg" in sections:
         figures["dlg"] = bench_dlg(data, args.cases, args.victim_init, args.repeats)

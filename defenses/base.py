@@ -23,9 +23,10 @@ from privaudit.wire import Wire
 
 
 class DefenseParams(BaseModel):
-    """Base of every defense's hyperparameters; unknown fields are errors."""
+    """Base of every defense's hyperparameters; unknown fields are errors, and so are inf and nan
+    (no hyperparameter means anything by them: an infinite step size is a run that diverges)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Defense(ABC):

@@ -5,31 +5,75 @@
     privaudit claims [CAMPAIGN.toml] [--json]              each run's claim beside its sound ε
     privaudit report RESULTS_DIR [-o FILE]                 re-render the report of a results directory
     privaudit audit MECHANISM [--param K=V ...] [--json]   empirical DP lower bound of a mechanism vs its claim
+    every command: [--threads N]                           torch's CPU threads (default 1; see privaudit.threads)
 
-Any `PrivauditError` (bad field, missing file, unknown name) is printed on one line and exits
-with code 2; results already written stay on disk.
+Any `PrivauditError` (bad field, missing file, unknown name) and any bad option is printed on one
+line and exits with code 2; results already written stay on disk. The thread policy is set before
+torch is first imported (`privaudit.threads`), which is why every heavy import here is inside a
+command.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from privaudit import __version__
-from privaudit.errors import PrivauditError
+from privaudit import __version__, threads
+from privaudit.errors import PrivauditError, UsageError
 
 
-def _workers(text: str) -> int:
-    """`--workers` as a number: a one-line ConfigError, not argparse's usage text, when it is not."""
-    from privaudit.errors import ConfigError
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors (a missing argument, `--dim abc`) are a `UsageError`, printed on one
+    line with exit code 2 like every other error, instead of the usage text: `--dim: expected a
+    whole number, got 'abc'`, or `audit: the following arguments are required: mechanism`."""
 
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("argument "):
+            raise UsageError(message.removeprefix("argument "))
+        command = self.prog.removeprefix("privaudit").strip()
+        raise UsageError(f"{command}: {message}" if command else message)
+
+
+def _whole(minimum: int, maximum: int | None = None):
+    """An argparse type: a whole number in [minimum, maximum]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
+        return value
+
+    return parse
+
+
+def _finite(text: str) -> float:
+    """An argparse type: a finite number (inf and nan mean nothing to any option)."""
     try:
-        return int(text)
+        value = float(text)
     except ValueError:
-        raise ConfigError(f"--workers: expected a whole number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _say_skipped(directory: str | Path) -> None:
+    """Warn on stderr, in one line, about lines of a results file that cannot be read."""
+    from privaudit.results import ResultsStore
+
+    skipped = ResultsStore(directory).read().summary()
+    if skipped:
+        print(f"privaudit: warning: {skipped}", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -38,7 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     from privaudit.campaign.run import run_campaign
     from reports.html import render_report
 
-    executor = make_executor(args.backend, _workers(args.workers), args.ray_address)
+    executor = make_executor(args.backend, args.workers, args.ray_address)
     campaign, text = read_campaign(args.campaign)
     out = Path(args.out) if args.out else Path("results") / campaign.campaign.name
     print(f"campaign '{campaign.campaign.name}': results in {out}")
@@ -69,10 +113,12 @@ def _claims(args: argparse.Namespace) -> int:
     from privaudit.campaign.cells import claims
     from privaudit.campaign.config import read_campaign
 
+    from privaudit.results import json_safe
+
     campaign, _ = read_campaign(args.campaign)
     rows = claims(campaign)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(json_safe(rows), indent=2, allow_nan=False))
         return 0
     columns = list(_CLAIM_COLUMNS)
     if any(row["delta_sound"] is not None for row in rows):
@@ -98,6 +144,7 @@ def _report(args: argparse.Namespace) -> int:
     from reports.html import render_report
 
     report = render_report(args.results_dir, args.output)
+    _say_skipped(args.results_dir)
     print(f"report: {report.resolve()}")
     return 0
 
@@ -153,36 +200,51 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+_MAX_THREADS = 1024
+
+
+def _common() -> argparse.ArgumentParser:
+    """The options every command has."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--threads", type=_whole(0, _MAX_THREADS), metavar="N",
+                        help="torch's CPU threads (default: OMP_NUM_THREADS when set, else 1; 0: one per core); "
+                        "waiting threads sleep (OMP_WAIT_POLICY=PASSIVE unless set), so a busy machine does not "
+                        "slow a run down many times")
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="privaudit", description="Audit private decentralized learning.")
+    parser = _Parser(prog="privaudit", description="Audit private decentralized learning.")
     parser.add_argument("--version", action="version", version=f"privaudit {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    common = [_common()]
 
-    run = commands.add_parser("run", help="run a campaign and write its results and report")
+    run = commands.add_parser("run", parents=common, help="run a campaign and write its results and report")
     run.add_argument("campaign", nargs="?", help="campaign TOML file (default: the embedded campaigns/demo.toml)")
     run.add_argument("--out", help="results directory (default: results/<campaign name>)")
     run.add_argument("--force", action="store_true", help="recompute cells that already have results")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.add_argument("--backend", default="local", metavar="{local,ray}",
                      help="where cells run: local (this machine's processes) or ray (default local)")
-    run.add_argument("--workers", default="1", metavar="N",
+    run.add_argument("--workers", type=_whole(1), default=1, metavar="N",
                      help="cells run at once (default 1: one after another in this process)")
     run.add_argument("--ray-address", metavar="ADDR", help="a running Ray cluster to join (default: start a local Ray "
                      "instance with --workers CPUs); the results directory must be shared with its nodes")
     run.set_defaults(handler=_run)
 
-    claims = commands.add_parser("claims", help="print each run's privacy claim beside its sound ε (no training)")
+    claims = commands.add_parser("claims", parents=common,
+                                 help="print each run's privacy claim beside its sound ε (no training)")
     claims.add_argument("campaign", nargs="?", help="campaign TOML file (default: the embedded demo)")
     claims.add_argument("--json", action="store_true", help="a JSON list, one object per run")
     claims.set_defaults(handler=_claims)
 
-    report = commands.add_parser("report", help="render the HTML report of a results directory")
+    report = commands.add_parser("report", parents=common, help="render the HTML report of a results directory")
     report.add_argument("results_dir", help="a directory holding results.jsonl")
     report.add_argument("-o", "--output", help="report file (default: RESULTS_DIR/report.html)")
     report.set_defaults(handler=_report)
 
     audit = commands.add_parser(
-        "audit", help="empirical DP lower bounds of a mechanism, beside its claim and exact curve",
+        "audit", parents=common, help="empirical DP lower bounds of a mechanism, beside its claim and exact curve",
         description="Sample the mechanism on neighbouring inputs, bound ε (at --delta) and δ (at the claim's ε) "
         "from below at --confidence, and judge the claim: refuted / consistent / not evaluable. Mechanisms: laplace, "
         "gaussian, rr, onebit, ternary, dpdl_cross_gradient, lt_admm_round, tvss_state, tvss_gradient; an unknown "
@@ -191,23 +253,24 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--param", action="append", default=[], metavar="K=V",
                        help="a mechanism parameter, e.g. r=100 for ternary (repeatable)")
     audit.add_argument("--adjacency", default="l1", help="l1, l2 or linf: neighbours have ‖x − x′‖ ≤ 1 (default l1)")
-    audit.add_argument("--dim", type=int, default=1, help="input dimension (default 1)")
-    audit.add_argument("--releases", type=int, default=1,
+    audit.add_argument("--dim", type=_whole(1), default=1, help="input dimension (default 1)")
+    audit.add_argument("--releases", type=_whole(1), default=1,
                        help="releases of the same input the attacker sees together (default 1)")
-    audit.add_argument("--samples", type=int,
+    audit.add_argument("--samples", type=_whole(100),
                        help="observations per input (default 1e6, fewer when dim × releases > 32, at least 1e4)")
-    audit.add_argument("--delta", type=float, default=1e-5,
+    audit.add_argument("--delta", type=_finite, default=1e-5,
                        help="δ at which ε_LB is reported, and of claims that take δ as input (default 1e-5)")
-    audit.add_argument("--confidence", type=float, default=0.95, help="confidence of the bounds (default 0.95)")
-    audit.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    audit.add_argument("--confidence", type=_finite, default=0.95, help="confidence of the bounds (default 0.95)")
+    audit.add_argument("--seed", type=_whole(0), default=0, help="random seed (default 0)")
     audit.add_argument("--json", action="store_true", help="one JSON object")
     audit.set_defaults(handler=_audit)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
+        threads.apply(args.threads)
         return args.handler(args)
     except PrivauditError as error:
         print(f"privaudit: error: {error}", file=sys.stderr)

@@ -4,9 +4,18 @@ The CLI prints the message of any `PrivauditError` on one line and exits with co
 else is a bug and keeps its traceback.
 """
 
+import re
+
+_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+
 
 class PrivauditError(Exception):
-    """A failure caused by the user's input (config, files, parameters), not by privaudit."""
+    """A failure caused by the user's input (config, files, parameters), not by privaudit. Its
+    message is one line even when it quotes a value holding line breaks (a label, a file's
+    text): the breaks are read as spaces."""
+
+    def __str__(self) -> str:
+        return _BREAKS.sub(" ", super().__str__())
 
 
 class ConfigError(PrivauditError):
@@ -15,3 +24,7 @@ class ConfigError(PrivauditError):
 
 class DataError(PrivauditError):
     """A dataset cannot be loaded; the message names the dataset, the folder and what is expected."""
+
+
+class UsageError(PrivauditError):
+    """A command-line argument is missing or malformed (`--dim abc`); the message names it."""

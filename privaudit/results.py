@@ -1,22 +1,77 @@
 """The results directory: one JSON line per finished cell, appended as each cell finishes.
 
 A cell's line is written with one `write` and flushed to disk before the next cell starts, so an
-interrupted campaign loses at most the cell that was running; a torn last line (a crash in the
-middle of a write) is ignored on reading. A re-run skips the cells already present; a forced
-re-run appends new lines and the newest line of a cell wins. A cell's files (reconstructions)
-live in `artifacts/<cell>/`, each written atomically before the row that names it.
+interrupted campaign loses at most the cell that was running. A re-run skips the cells already
+present; a forced re-run appends new lines and the newest line of a cell wins. A cell's files
+(reconstructions) live in `artifacts/<cell>/`, each written atomically before the row that names
+it.
+
+Lines are strict JSON, which has no token for inf or nan: a non-finite float is written as the
+string "inf", "-inf" or "nan" and its place is listed in the row's `nonfinite` key, so reading
+turns exactly those strings back into floats (a label that happens to read "nan" stays a label).
+
+`read` is the one reader: it keeps the rows it can use and says which lines it skipped and why
+(a torn last line from a crash, a line that is not JSON, not UTF-8, or not a row), so no row
+leaves a report without a word. One run writes a directory at a time: `lock` holds it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import math
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from privaudit.errors import PrivauditError
 
 RESULTS_FILE = "results.jsonl"
 ARTIFACTS_DIR = "artifacts"
 CAMPAIGN_FILE = "campaign.toml"
+LOCK_FILE = ".lock"
+NON_FINITE = "nonfinite"
+
+ROW_KEYS = {
+    "training": ("label", "title", "seed", "config", "metrics", "claim", "history", "messages"),
+    "inversion": (),
+    "membership": ("metrics",),
+    "audit": (),
+}
+"""The keys the report cannot do without in each type of row (it reads every other one as
+optional); a row without `type` is a training row, as rows were before they carried one."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A line of results.jsonl that `read` could not use (numbered from 1), and why."""
+
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The newest row of every finished cell of the results file `path`, in the order cells first
+    finished, and the lines that were skipped."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+    skipped: list[Skipped]
+
+    _SHOWN = 5
+
+    def summary(self) -> str | None:
+        """One line saying what was skipped (None when nothing was)."""
+        if not self.skipped:
+            return None
+        shown = "; ".join(f"line {s.line}: {s.reason}" for s in self.skipped[: self._SHOWN])
+        more = f"; and {len(self.skipped) - self._SHOWN} more" if len(self.skipped) > self._SHOWN else ""
+        count = len(self.skipped)
+        return f"{self.path}: skipped {count} unreadable line{'s' * (count > 1)} ({shown}{more})"
 
 
 class ResultsStore:
@@ -26,25 +81,29 @@ class ResultsStore:
         self.directory = Path(directory)
         self.path = self.directory / RESULTS_FILE
 
+    def read(self) -> Reading:
+        """Every usable row (the newest line of each cell wins) and every skipped line."""
+        if not self.path.exists():
+            return Reading(self.path, [], [])
+        latest: dict[str, dict[str, Any]] = {}
+        skipped = []
+        for number, line in enumerate(self.path.read_bytes().split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            row, problem = _parse(line)
+            if problem:
+                skipped.append(Skipped(number, problem))
+            else:
+                latest[row["cell"]] = row
+        return Reading(self.path, list(latest.values()), skipped)
+
     def rows(self) -> list[dict[str, Any]]:
         """The newest row of every finished cell, in the order cells first finished."""
-        if not self.path.exists():
-            return []
-        latest: dict[str, dict[str, Any]] = {}
-        for line in self.path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            latest[row["cell"]] = row
-        return list(latest.values())
-
-    def done(self) -> set[str]:
-        return {row["cell"] for row in self.rows()}
+        return self.read().rows
 
     def append(self, row: dict[str, Any]) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(row, allow_nan=True) + "\n"
+        line = encode(row) + "\n"
         if self._torn():
             line = "\n" + line
         with open(self.path, "a", encoding="utf-8") as handle:
@@ -60,24 +119,123 @@ class ResultsStore:
             handle.seek(-1, os.SEEK_END)
             return handle.read(1) != b"\n"
 
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the directory for this process while the block runs: a second holder (another
+        run on the same directory, at the same time) gets a one-line PrivauditError naming the
+        first one's process, instead of computing every cell again beside it. The lock is an
+        `flock` on `.lock` in the directory: the system releases it when the process ends, however
+        it ends. Worker processes never take it: only the driver appends rows."""
+        handle = self._lock_file()
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip()
+                by = f" (process {holder})" if holder.isdigit() else ""
+                raise PrivauditError(f"results folder {self.directory} is in use by another privaudit run{by}: "
+                                     "wait for it to end, or write the results elsewhere") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            yield
+        finally:
+            handle.close()
+
+    def _lock_file(self):
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            return open(self.directory / LOCK_FILE, "a+", encoding="utf-8")
+        except OSError as error:
+            raise PrivauditError(f"cannot write in results folder {self.directory}: {error.strerror}") from None
+
     def write_artifact(self, cell: str, name: str, data: bytes) -> str:
         """Write `artifacts/<cell>/<name>` atomically (a temporary file, then a rename) and return
         its path relative to the results directory, as rows record it."""
         relative = Path(ARTIFACTS_DIR) / cell / name
         target = self.directory / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        _replace(target, data)
+        write_atomic(target, data)
         return relative.as_posix()
 
     def write_campaign(self, text: str) -> None:
         """Keep the campaign beside its results, so the report can be re-rendered from here."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        _replace(self.directory / CAMPAIGN_FILE, text.encode())
+        write_atomic(self.directory / CAMPAIGN_FILE, text.encode())
 
 
-def _replace(target: Path, data: bytes) -> None:
+def write_atomic(target: Path, data: bytes) -> None:
     """Write `target` atomically: a temporary file named by this process (so two processes writing
-    into one directory never share one), then a rename."""
+    into one directory never share one), then a rename. A reader sees the old file or the new
+    one, never half of one."""
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, target)
+
+
+def encode(row: dict[str, Any]) -> str:
+    """A row as one line of strict JSON: non-finite floats as strings, their places listed under
+    `nonfinite`."""
+    places: list[list[Any]] = []
+    strict = _strict(row, [], places)
+    if places:
+        strict[NON_FINITE] = places
+    return json.dumps(strict, allow_nan=False)
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with each non-finite float as the string "inf", "-inf" or "nan": strict JSON for
+    output that is not a row (`privaudit claims --json`); a row also records where they were
+    (`encode`)."""
+    return _strict(value, [], [])
+
+
+def _strict(value: Any, place: list[Any], places: list[list[Any]]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        places.append(place)
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _strict(item, place + [key if isinstance(key, str) else json.dumps(key)], places)
+                for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item, place + [index], places) for index, item in enumerate(value)]
+    return value
+
+
+def _parse(line: bytes) -> tuple[dict[str, Any], str | None]:
+    """A line's row, or the reason it is not one."""
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        return {}, "not UTF-8"
+    except json.JSONDecodeError:
+        return {}, "not JSON (a torn write?)"
+    if not isinstance(row, dict):
+        return {}, f"not a row (a JSON {type(row).__name__})"
+    if not isinstance(row.get("cell"), str) or not row["cell"]:
+        return {}, "not a row (no cell id)"
+    kind = row.get("type", "training")
+    if kind not in ROW_KEYS:
+        return {}, f"unknown row type {kind!r}"
+    missing = [key for key in ROW_KEYS[kind] if key not in row]
+    if missing:
+        return {}, f"{kind} row of cell {row['cell']} lacks {', '.join(missing)}"
+    try:
+        _restore(row)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return {}, f"row of cell {row['cell']}: its '{NON_FINITE}' list names no non-finite number"
+    return row, None
+
+
+def _restore(row: dict[str, Any]) -> None:
+    """Turn the strings listed under `nonfinite` back into the floats they stand for."""
+    for place in row.pop(NON_FINITE, []):
+        *path, last = place
+        holder = row
+        for key in path:
+            holder = holder[key]
+        if holder[last] not in ("inf", "-inf", "nan"):
+            raise ValueError(place)
+        holder[last] = float(holder[last])

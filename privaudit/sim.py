@@ -9,6 +9,7 @@ defenses and imports none of them.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -84,6 +85,38 @@ def evaluate(model: FlatModel, data: Dataset, states: Tensor, round: int) -> dic
     return metrics
 
 
+class Diverged(RuntimeError):
+    """A run whose agents' states or test metrics stopped being finite: there is nothing left to
+    evaluate or attack, and a row that showed its last numbers would look like a result. `round`
+    is the round (0-based, as attacks name them) whose step broke it; `history` holds the
+    evaluations before it."""
+
+    def __init__(self, round: int, what: str, history: list[dict[str, float]]) -> None:
+        super().__init__(f"diverged in round {round}: {what}")
+        self.round = round
+        self.what = what
+        self.history = history
+
+
+def _non_finite_states(states: Tensor) -> str | None:
+    """What is wrong with the agents' states, or None when every entry is finite. Summing first
+    keeps the common case to one pass without a temporary the size of the states."""
+    if torch.isfinite(states.sum()):
+        return None
+    bad = ~torch.isfinite(states)
+    if not bad.any():
+        return None
+    agents = torch.nonzero(bad.reshape(len(states), -1).any(dim=1)).flatten().tolist()
+    return (f"non-finite agent states (inf or nan) at agent{'s' * (len(agents) > 1)} "
+            f"{', '.join(map(str, agents[:5]))}{', …' if len(agents) > 5 else ''}")
+
+
+def _non_finite_metrics(metrics: dict[str, float]) -> str | None:
+    """The evaluation's non-finite metrics in words, or None."""
+    bad = [f"{key} = {value}" for key, value in metrics.items() if not math.isfinite(value)]
+    return f"non-finite test metrics ({', '.join(bad)})" if bad else None
+
+
 def public_knowledge(defense: Algorithm) -> PublicKnowledge:
     """What the paper makes public about this run: W, the architecture, x_0 and hyperparameters."""
     setup = defense.setup
@@ -106,7 +139,8 @@ def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Ite
     """Run `rounds` rounds of `defense`, evaluating at round 0, every `eval_every` rounds and at
     the end; the taps record what their threat models hear. `after_round(t, public)`, when given,
     is called once round t's messages are all sent: an attacker that reads the run as it goes
-    (and lets its tap forget what it has read) keeps a long run's memory bounded."""
+    (and lets its tap forget what it has read) keeps a long run's memory bounded. `Diverged` when
+    a round leaves a non-finite state or an evaluation a non-finite metric."""
     setup = defense.setup
     public = public_knowledge(defense)
     taps = list(taps)
@@ -115,10 +149,17 @@ def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Ite
     start = time.perf_counter()
     for t in tqdm(range(rounds), desc=label or defense.name, disable=not progress, leave=False):
         defense.step(t, wire)
+        broken = _non_finite_states(defense.states)
+        if broken:
+            raise Diverged(t, broken, history)
         if after_round is not None:
             after_round(t, public)
         if (t + 1) % eval_every == 0 or t + 1 == rounds:
-            history.append(evaluate(setup.model, setup.data, defense.states, t + 1))
+            metrics = evaluate(setup.model, setup.data, defense.states, t + 1)
+            broken = _non_finite_metrics(metrics)
+            if broken:
+                raise Diverged(t, broken, history)
+            history.append(metrics)
     return RunOutput(
         history=history,
         transcripts=[tap.transcript(public) for tap in taps],

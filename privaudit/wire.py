@@ -13,6 +13,7 @@ defenses report those with `Wire.disclose`, and only the tap observing that agen
 from __future__ import annotations
 
 import functools
+import pickle
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable
@@ -25,7 +26,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from privaudit.errors import PrivauditError
 from privaudit.topology import Topology
+
+TRANSCRIPT_FORMAT = "privaudit-transcript/1"
 
 
 class Kind(StrEnum):
@@ -271,11 +275,55 @@ class Transcript:
         return found[0].payload
 
     def save(self, path: str | Path) -> None:
-        torch.save(self, path)
+        """Write the transcript as plain tensors, lists, strings and numbers, no pickled object,
+        so that `load` reads it with `weights_only=True`: loading a file never runs code from it."""
+        torch.save(self._plain(), path)
 
     @staticmethod
     def load(path: str | Path) -> Transcript:
-        return torch.load(path, weights_only=False)
+        """A transcript `save` wrote; PrivauditError (one line) for any other file, including a
+        pickle that would run code when loaded in full."""
+        try:
+            plain = torch.load(path, weights_only=True)
+            if plain.get("format") != TRANSCRIPT_FORMAT:
+                raise ValueError(f"format {plain.get('format')!r}")
+            return Transcript._from_plain(plain)
+        except (OSError, EOFError, RuntimeError, pickle.UnpicklingError, AttributeError, KeyError, TypeError,
+                ValueError) as error:
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise PrivauditError(f"{path}: not a privaudit transcript ({reason})") from None
+
+    def _plain(self) -> dict[str, Any]:
+        """The transcript as what `torch.load(weights_only=True)` reads: dicts, lists, strings,
+        numbers and tensors."""
+        public = self.public
+        return {
+            "format": TRANSCRIPT_FORMAT,
+            "threat_model": self.threat_model,
+            "observer": self.observer,
+            "messages": [{"round": m.round, "sender": m.sender, "receiver": m.receiver, "kind": str(m.kind),
+                          "payload": m.payload} for m in self.messages],
+            "disclosures": [{"round": d.round, "agent": d.agent, "name": d.name, "value": d.value}
+                            for d in self.disclosures],
+            "public": {"defense": public.defense, "topology": public.topology, "W": torch.from_numpy(public.W.copy()),
+                       "model": public.model, "in_shape": list(public.in_shape), "num_classes": public.num_classes,
+                       "initial_model": public.initial_model, "hyper": dict(public.hyper), "agents": public.agents},
+        }
+
+    @staticmethod
+    def _from_plain(plain: dict[str, Any]) -> Transcript:
+        """The inverse of `_plain`."""
+        public = dict(plain["public"])
+        public["W"] = public["W"].numpy()
+        public["in_shape"] = tuple(public["in_shape"])
+        return Transcript(
+            threat_model=plain["threat_model"],
+            observer=plain["observer"],
+            messages=[Message(m["round"], m["sender"], m["receiver"], Kind(m["kind"]), m["payload"])
+                      for m in plain["messages"]],
+            disclosures=[Disclosure(d["round"], d["agent"], d["name"], d["value"]) for d in plain["disclosures"]],
+            public=PublicKnowledge(**public),
+        )
 
 
 class Wire:

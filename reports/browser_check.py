@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from privaudit.results import ResultsStore
+
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars")
@@ -55,16 +57,11 @@ class CheckFailed(Exception):
     """One check did not pass; the message is the one-line reason."""
 
 
-def expected_sections(results_file: Path) -> list[str]:
+def expected_sections(results_dir: Path) -> list[str]:
     """The section ids a report of these results must have: the fixed ones, and one per kind of
-    attack row present (rows without a `type` are training rows, as the report reads them)."""
-    types: set[str] = set()
-    if results_file.exists():
-        for line in results_file.read_text(encoding="utf-8").splitlines():
-            try:
-                types.add(json.loads(line).get("type", "training"))
-            except (json.JSONDecodeError, AttributeError):
-                continue
+    attack row present, the rows read as the report reads them (`ResultsStore`; rows without a
+    `type` are training rows)."""
+    types = {row.get("type", "training") for row in ResultsStore(results_dir).rows()}
     return list(ALWAYS) + [section for kind, section in BY_ROW_TYPE.items() if kind in types]
 
 
@@ -185,7 +182,7 @@ def check_report(report: Path, screenshot: Path, chromium: str) -> str:
     """Run every check on `report`, write the screenshot, and return the summary line;
     CheckFailed with the reason of the first check that fails."""
     page_url = report.resolve().as_uri()
-    expected = expected_sections(report.parent / "results.jsonl")
+    expected = expected_sections(report.parent)
     with tempfile.TemporaryDirectory(prefix="privaudit-chromium-") as profile:
         browser = DevTools(chromium, profile)
         try:

@@ -27,7 +27,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader
 
 from privaudit.errors import PrivauditError
-from privaudit.results import CAMPAIGN_FILE, ResultsStore
+from privaudit.results import CAMPAIGN_FILE, ResultsStore, write_atomic
 from reports.audits import audit_section
 from reports.figures import TRAINING_METRICS, training_curves
 from reports.inversion import inversion_section, row_type
@@ -67,6 +67,12 @@ def runs_of(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     }
 
 
+def training_failed(row: dict[str, Any]) -> bool:
+    """Whether a training run failed (it diverged): its row has no final metrics, its status says
+    why."""
+    return str(row.get("status", "")).startswith("failed")
+
+
 def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Final metrics per run, mean ± std over seeds."""
     table = []
@@ -96,8 +102,19 @@ def _spread(values: list[float], digits: str) -> str:
 
 
 def _outcome(runs: list[dict[str, Any]]) -> str:
-    """How training ended, mean ± std over seeds, in the metric the task has."""
-    metrics = [r["metrics"] for r in runs]
+    """How training ended, mean ± std over the seeds that finished, in the metric the task has,
+    and which seeds failed and why."""
+    finished = [r for r in runs if not training_failed(r)]
+    failed = [r for r in runs if training_failed(r)]
+    outcome = _metrics_outcome([r["metrics"] for r in finished]) if finished else ""
+    if not failed:
+        return outcome
+    seeds = ", ".join(str(r["seed"]) for r in failed)
+    note = f"seed{'s' * (len(failed) > 1)} {seeds} {failed[0]['status']}"
+    return f"{outcome}; {note}" if outcome else note
+
+
+def _metrics_outcome(metrics: list[dict[str, Any]]) -> str:
     if "avg_acc" in metrics[0]:
         return (f"accuracy {_spread([m['avg_acc'] for m in metrics], '.3f')} (average model), "
                 f"{_spread([m['agent_acc_mean'] for m in metrics], '.3f')} (agents)")
@@ -151,7 +168,7 @@ def _campaign(path: Path) -> dict[str, str]:
     report shows what was run, whatever the current schema says)."""
     if not path.exists():
         return {"text": "(campaign file not kept)", "name": "", "description": ""}
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8", errors="replace")
     try:
         header = tomllib.loads(text).get("campaign") or {}
     except tomllib.TOMLDecodeError:
@@ -161,18 +178,24 @@ def _campaign(path: Path) -> dict[str, str]:
 
 
 def render_report(results_dir: str | Path, output: str | Path | None = None) -> Path:
-    """Write the report of `results_dir` to `output` (default: `results_dir/report.html`)."""
+    """Write the report of `results_dir` to `output` (default: `results_dir/report.html`),
+    atomically: a browser or a second render never sees half a page. Lines of the results that
+    cannot be read are named at the top of the page."""
     results_dir = Path(results_dir)
-    rows = ResultsStore(results_dir).rows()
+    reading = ResultsStore(results_dir).read()
+    rows, skipped = reading.rows, reading.summary()
     if not rows:
-        raise PrivauditError(f"no results in {results_dir} (expected {results_dir / 'results.jsonl'})")
+        raise PrivauditError(f"no results in {results_dir} (expected {reading.path})"
+                             + (f"; {skipped}" if skipped else ""))
     training = [row for row in rows if row_type(row) == "training"]
+    finished = [row for row in training if not training_failed(row)]
     environment = Environment(loader=PackageLoader("reports"), autoescape=True)
     environment.filters["num"] = _number
     runs = runs_of(training)
     html = environment.get_template("report.html").render(
         campaign=_campaign(results_dir / CAMPAIGN_FILE),
         results_dir=str(results_dir),
+        skipped=skipped,
         verdicts=verdict_section(rows, runs),
         summary=_summary(training),
         provenance=_provenance(rows),
@@ -180,13 +203,14 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         membership=membership_section(rows),
         audits=audit_section(rows),
         training_figures=[
-            training_curves({label: runs for label, runs in runs.items() if metric in runs[0]["metrics"]}, metric)
-            for metric in TRAINING_METRICS if any(metric in r["metrics"] for r in training)
+            training_curves({label: runs for label, runs in runs_of(finished).items() if metric in runs[0]["metrics"]},
+                            metric)
+            for metric in TRAINING_METRICS if any(metric in r["metrics"] for r in finished)
         ],
         versions=_versions(),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
     target = Path(output) if output is not None else results_dir / REPORT_FILE
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(html, encoding="utf-8")
+    write_atomic(target, html.encode("utf-8"))
     return target

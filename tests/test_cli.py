@@ -4,7 +4,9 @@ import json
 
 import pytest
 
+from privaudit.campaign.config import load_campaign
 from privaudit.cli import main
+from privaudit.errors import ConfigError
 from privaudit.results import ResultsStore
 from reports.html import render_report
 
@@ -101,14 +103,16 @@ def test_report_of_an_empty_directory_is_an_error(tmp_path, capsys):
     assert code == 2 and "no results in" in err
 
 
-def test_torn_last_line_is_ignored_and_the_next_row_survives(tmp_path):
+def test_torn_last_line_is_skipped_and_named_and_the_next_row_survives(tmp_path):
     store = ResultsStore(tmp_path)
-    store.append({"cell": "a", "value": 1})
+    store.append({"cell": "a", "type": "audit", "value": 1})
     with open(store.path, "a") as handle:
         handle.write('{"cell": "b", "val')
     assert [row["cell"] for row in store.rows()] == ["a"]
-    store.append({"cell": "c", "value": 3})
-    assert [row["cell"] for row in store.rows()] == ["a", "c"]
+    store.append({"cell": "c", "type": "audit", "value": 3})
+    reading = store.read()
+    assert [row["cell"] for row in reading.rows] == ["a", "c"]
+    assert [(s.line, s.reason) for s in reading.skipped] == [(2, "not JSON (a torn write?)")]
 
 
 def test_grid_expands_a_table_into_labelled_runs():
@@ -122,6 +126,32 @@ def test_grid_expands_a_table_into_labelled_runs():
     assert len(cells) == 8 and len({cell.id for cell in cells}) == 8
     assert cells[0].label == "base (topology=ring, lr=0.1)"
     assert (cells[3].run.topology, cells[3].params.lr) == ("ring", 0.2)
+
+
+def test_a_defense_table_can_bring_its_own_data():
+    """A whole data table when it names a dataset, keys over the campaign's otherwise; a table
+    without `data` keeps the campaign's, and its cell id does not change for having the option."""
+    from privaudit.campaign.cells import expand
+    from tests.helpers import small_campaign
+
+    plain = expand(small_campaign([{"kind": "dpsgd"}], max_train=200))[0]
+    cells = expand(small_campaign([
+        {"kind": "dpsgd"},
+        {"kind": "dpsgd", "data": {"alpha": 1.0, "partition": "dirichlet"}},
+        {"kind": "tvss_gradient", "model": "linear_estimator", "data": {"dataset": "estimation_wz",
+                                                                        "samples_per_agent": 20}},
+    ], max_train=200))
+    assert cells[0].id == plain.id and cells[0].data == plain.data
+    assert (cells[1].data.dataset, cells[1].data.max_train, cells[1].data.alpha) == ("digits", 200, 1.0)
+    assert (cells[2].data.dataset, cells[2].data.max_train) == ("estimation_wz", None)
+    assert len({cell.id for cell in cells}) == 3
+
+
+def test_a_bad_table_data_field_is_one_line_naming_the_table(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[[defense]]\nkind = "dpsgd"\ndata = { dataset = "digits", max_trian = 3 }\n')
+    with pytest.raises(ConfigError, match=r"defense\[0\]\.data\.max_trian: unknown field"):
+        load_campaign(path)
 
 
 @pytest.mark.parametrize(

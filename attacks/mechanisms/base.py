@@ -20,9 +20,10 @@ from privaudit.errors import ConfigError
 
 
 class MechanismParams(BaseModel):
-    """Base of every mechanism's parameters; unknown fields are errors."""
+    """Base of every mechanism's parameters; unknown fields are errors, and so are inf and nan
+    (`eps=inf` is no mechanism the accountants can analyse)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Mechanism(ABC):

@@ -7,7 +7,14 @@ with a verdict, in one shape for both kinds (the report reads only these common 
 audit's own record is kept under `detail`):
 
     kind, method, subject, defense, defense_label, status, eps_lb, delta_lb, delta_lb_eps, delta,
-    confidence, samples, eps_claimed, eps_sound, delta_sound, exact, verdict, tightness, curve, detail
+    confidence, samples, eps_claimed, eps_stated, eps_sound, delta_sound, eps_estimate, estimate_method,
+    exact, verdict, tightness, curve, attack, detail
+
+Three kinds of number stay apart in it: the rigorous bounds (eps_lb, delta_lb, with their
+confidence), the estimate (eps_estimate, named by estimate_method, never a bound), and the claim
+(eps_claimed, the paper's formula recomputed; eps_stated, the number the paper prints) beside the
+sound accountant's eps_sound. `attack` says in words what the audit did (canary, channels heard,
+adjacency, how the test was chosen).
 
 A canary audit's verdict compares ε_LB with the ε the paper's formula gives (`eps_claimed`) at
 the claim's δ: a bound above it refutes the claim at the stated confidence; a defense that claims
@@ -64,12 +71,16 @@ def mechanism_finding(cell: AuditCell) -> dict[str, Any]:
         "confidence": table.confidence,
         "samples": report.samples,
         "eps_claimed": None if claim is None else claim["audited_eps"],
+        "eps_stated": None,
         "eps_sound": _finite(report.sound.eps),
+        "eps_estimate": None,
+        "estimate_method": None,
         "delta_sound": _finite(report.sound.delta),
         "exact": record["exact"],
         "verdict": record["verdict"],
         "tightness": record["tightness"],
         "curve": curve,
+        "attack": f"{report.title} sampled on the pair {record['pair']['label']}, {record['releases']} release(s)",
         "detail": record,
     }
 
@@ -158,6 +169,19 @@ def canary_verdict(record: dict[str, Any]) -> dict[str, Any]:
             "reason": f"{forced}, {'above' if status == 'refuted' else 'not above'} the claimed ε = {claimed:.4g}"}
 
 
+def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
+    """What a canary audit did, in words, for the report."""
+    if table.method == "one_run":
+        how = (f"one training run, {record['canaries']} {record['canary']} canaries, {record['guesses']} guesses "
+               f"({record['correct']} right)")
+    else:
+        how = (f"{table.runs:,} runs per world, {record['canary']} canary, threshold "
+               + ("fixed in advance from the mechanism's law" if record["protocol"] == "model"
+                  else "chosen on a held-out quarter of the runs"))
+    return (f"{how}; {table.threat} hears {', '.join(record['channels'])}; {record['adjacency']}: "
+            f"{record.get('pair') or 'canary present or absent'}")
+
+
 def canary_finding(cell: AuditCell) -> dict[str, Any]:
     """The canary audit of the training cell `cell.training` (its data, run shape, hyperparameters
     and seed): `cell.table.runs` runs per world, or one run with `cell.table.canaries` canaries."""
@@ -181,12 +205,17 @@ def canary_finding(cell: AuditCell) -> dict[str, Any]:
         "confidence": table.confidence,
         "samples": table.runs if table.method == "repeated" else table.canaries,
         "eps_claimed": record["eps_claimed"],
+        "eps_stated": game.claim.eps_stated,
         "eps_sound": sound,
         "delta_sound": None,
+        "eps_estimate": record.get("eps_estimate"),
+        "estimate_method": record.get("estimate_method"),
         "exact": None,
         "verdict": canary_verdict(record),
-        "tightness": {"of": "eps", "sound": record["eps_lb"] / sound if sound else None, "exact": None},
+        "tightness": {"of": "delta", "sound": None, "exact": None} if record.get("delta_lb") is not None else
+        {"of": "eps", "sound": record["eps_lb"] / sound if sound else None, "exact": None},
         "curve": [],
+        "attack": _canary_attack(table, record),
         "detail": record,
     }
 
@@ -200,8 +229,9 @@ def audit_headline(row: dict[str, Any]) -> str:
     return f"{bound} ({row['confidence']:.0%}), {row['verdict']['status']}"
 
 
-_EMPTY = {"eps_lb": None, "delta_lb": None, "delta_lb_eps": None, "eps_claimed": None, "eps_sound": None,
-          "delta_sound": None, "exact": None, "tightness": None, "curve": [], "detail": None}
+_EMPTY = {"eps_lb": None, "delta_lb": None, "delta_lb_eps": None, "eps_claimed": None, "eps_stated": None,
+          "eps_sound": None, "delta_sound": None, "eps_estimate": None, "estimate_method": None, "exact": None,
+          "tightness": None, "curve": [], "attack": None, "detail": None}
 
 
 def audit_row(cell: AuditCell) -> dict[str, Any]:

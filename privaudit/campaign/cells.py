@@ -25,6 +25,7 @@ from defenses.base import Defense, DefenseParams
 from privaudit.campaign.config import AttackConfig, AuditConfig, Campaign, DataConfig, MembershipConfig, RunConfig
 from privaudit.data import load_dataset, partition
 from privaudit.errors import ConfigError
+from privaudit.limits import require
 from privaudit.flatmodel import FlatModel
 from privaudit.models import build_model, model_task
 from privaudit.sampling import LocalData
@@ -56,6 +57,10 @@ class Cell:
         return self.run.name
 
     @property
+    def where(self) -> str:
+        return f"defense[{self.index}] ({self.label}, seed {self.seed})"
+
+    @property
     def group(self) -> str:
         """The id of the cell's configuration without its seed: the seeds of one run share it."""
         config = {key: value for key, value in self.describe().items() if key != "seed"}
@@ -63,7 +68,7 @@ class Cell:
 
     def describe(self) -> dict[str, Any]:
         """The normalised configuration the id is computed from."""
-        run = self.run.model_dump(mode="json", exclude=set(self.run.model_extra or {}))
+        run = self.run.model_dump(mode="json", exclude=set(self.run.model_extra or {}) | {"data"})
         return {
             "data": self.data.model_dump(mode="json"),
             "run": run,
@@ -171,6 +176,19 @@ class AuditCell:
         return f"audit[{self.index}] ({self.label}{on}, seed {self.seed})"
 
 
+def _distinct(cells: list[Any]) -> list[Any]:
+    """`cells`, or a ConfigError naming two that are one cell (the same configuration: a table
+    repeated, or grid values that normalise alike, such as 1 and 1.0). Refused rather than
+    merged: the repeat is a mistake in the file, and the user should see it."""
+    first: dict[str, Any] = {}
+    for cell in cells:
+        if cell.id in first:
+            raise ConfigError(f"{cell.where}: the same cell as {first[cell.id].where} (a repeated table or grid "
+                              "value); remove the repeat")
+        first[cell.id] = cell
+    return cells
+
+
 def expand_audits(campaign: Campaign, cells: list[Cell]) -> list[AuditCell]:
     """Every (mechanism audit table, seed) and (canary audit table, training cell it targets), in
     file order."""
@@ -182,7 +200,7 @@ def expand_audits(campaign: Campaign, cells: list[Cell]) -> list[AuditCell]:
         else:
             drafts = [AuditCell("", index, table, cell.seed, cell) for cell in cells if cell.index in targets]
         found += [dataclasses.replace(draft, id=_digest(draft.describe())) for draft in drafts]
-    return found
+    return _distinct(found)
 
 
 def expand_membership(campaign: Campaign, cells: list[Cell]) -> list[MembershipCell]:
@@ -195,7 +213,7 @@ def expand_membership(campaign: Campaign, cells: list[Cell]) -> list[MembershipC
                 for round in table.rounds or [None]:
                     draft = MembershipCell("", index, cell, table, round)
                     found.append(dataclasses.replace(draft, id=_digest(draft.describe())))
-    return found
+    return _distinct(found)
 
 
 def expand_attacks(campaign: Campaign, cells: list[Cell]) -> list[AttackCell]:
@@ -209,7 +227,7 @@ def expand_attacks(campaign: Campaign, cells: list[Cell]) -> list[AttackCell]:
             for round in table.rounds:
                 draft = AttackCell("", index, cell, table, scenarios[cell.index], round)
                 found.append(dataclasses.replace(draft, id=_digest(draft.describe())))
-    return found
+    return _distinct(found)
 
 
 def expand(campaign: Campaign) -> list[Cell]:
@@ -217,22 +235,31 @@ def expand(campaign: Campaign) -> list[Cell]:
     order, then seed order."""
     cells = []
     for index, table in enumerate(campaign.defense):
+        data = campaign.data_for(index)
         for run in table.variants():
             params = run.params()
             values = run.model_dump() | (run.model_extra or {})
             setting = {"topology": run.topology, "agents": run.agents} | {key: values[key] for key in table.grid}
             for seed in campaign.campaign.seeds:
-                draft = Cell("", index, seed, campaign.data, run, params)
-                cells.append(Cell(_digest(draft.describe()), index, seed, campaign.data, run, params,
+                draft = Cell("", index, seed, data, run, params)
+                cells.append(Cell(_digest(draft.describe()), index, seed, data, run, params,
                                   table.name, setting))
-    return cells
+    return _distinct(cells)
+
+
+def expand_all(campaign: Campaign) -> tuple[list[Cell], list[AttackCell], list[MembershipCell], list[AuditCell]]:
+    """Every cell of the campaign: training, attack, membership and audit cells, each kind
+    refused when two are one (`_distinct`), so every command refuses the same campaigns."""
+    cells = expand(campaign)
+    return (cells, expand_attacks(campaign, cells), expand_membership(campaign, cells),
+            expand_audits(campaign, cells))
 
 
 def build_setup(cell: Cell) -> Setup:
     """Data, partition, topology, model and random stream of a cell; every failure is a
     ConfigError naming the cell."""
     run, data_cfg = cell.run, cell.data
-    where = f"defense[{cell.index}] ({cell.label}, seed {cell.seed})"
+    where = cell.where
     try:
         if data_cfg.dataset in SYNTHETIC:
             data = generate(data_cfg.dataset, run.agents, samples_per_agent=data_cfg.samples_per_agent,
@@ -245,13 +272,14 @@ def build_setup(cell: Cell) -> Setup:
                                alpha=data_cfg.alpha, min_size=data_cfg.min_size,
                                shards_per_agent=data_cfg.shards_per_agent)
         topology = Topology.build(run.topology, run.agents, run.mixing, seed=cell.seed, edge_prob=run.edge_prob)
+        _check_model_size(cell, data.shape, data.num_classes)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cell.seed)
             module = build_model(run.model, data.shape, data.num_classes, **run.model_options)
         if model_task(module) != data.task:
             raise ValueError(f"model '{run.model}' is for {model_task(module)}, dataset '{data.name}' is a "
                              f"{data.task} problem")
-    except ValueError as error:
+    except (TypeError, ValueError) as error:
         raise ConfigError(f"{where}: {error}") from None
     return Setup(
         topology=topology,
@@ -264,11 +292,22 @@ def build_setup(cell: Cell) -> Setup:
     )
 
 
+def _check_model_size(cell: Cell, shape: tuple[int, ...], classes: int) -> None:
+    """ConfigError when the agents' models (agents × parameters) are over the `parameters` limit:
+    the model is built on the meta device first, which allocates nothing, so `model_options = {
+    hidden = [100000000] }` is refused in a second instead of exhausting memory."""
+    with torch.device("meta"):
+        probe = build_model(cell.run.model, shape, classes, **cell.run.model_options)
+    size = sum(parameter.numel() for parameter in probe.parameters())
+    require("parameters", cell.run.agents * size,
+            f"{cell.where}: agents × model parameters = {cell.run.agents:,} × {size:,}")
+
+
 def build_defense(cell: Cell) -> Defense:
     try:
         return DEFENSES[cell.run.kind](cell.params, build_setup(cell))
     except ValueError as error:
-        raise ConfigError(f"defense[{cell.index}] ({cell.label}, seed {cell.seed}): {error}") from None
+        raise ConfigError(f"{cell.where}: {error}") from None
 
 
 def claims(campaign: Campaign) -> list[dict[str, Any]]:
@@ -276,7 +315,7 @@ def claims(campaign: Campaign) -> list[dict[str, Any]]:
     seed: a claim depends on the run's parameters, not on its random draws), without training."""
     rows = []
     seen: set[tuple[int, str]] = set()
-    for cell in expand(campaign):
+    for cell in expand_all(campaign)[0]:
         if (cell.index, cell.label) in seen:
             continue
         seen.add((cell.index, cell.label))

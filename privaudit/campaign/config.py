@@ -15,14 +15,19 @@ A typo in any field is caught before anything runs:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import json
+import math
 import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator,
+                      model_validator)
 
+from attacks.audit import check_size
 from attacks.canaries import CANARY_KINDS
 from attacks.channels import CHANNELS
 from attacks.extract import EXTRACTORS, MODEL_VIEWS
@@ -32,6 +37,7 @@ from defenses import DEFENSES
 from defenses.base import DefenseParams
 from privaudit.data import DATASETS, PARTITIONS
 from privaudit.errors import ConfigError
+from privaudit.limits import MAX_SEED, exceeded, within
 from privaudit.models import MODELS
 from privaudit.synthetic import SYNTHETIC
 from privaudit.threats import THREATS
@@ -41,6 +47,29 @@ from privaudit.topology import MIXING_RULES, TOPOLOGIES
 def _choice(value: str, options, what: str) -> str:
     if value not in options:
         raise ValueError(f"unknown {what} '{value}' (choose from {', '.join(options)})")
+    return value
+
+
+def _first_repeat(values: list[Any]) -> Any | None:
+    """The first value that appears twice in `values`, or None. Values are compared as JSON with
+    whole floats read as integers (8 and 8.0 validate to the same agents), so lists and tables
+    count too."""
+    seen: set[str] = set()
+    for value in values:
+        key = json.dumps(_canonical(value), sort_keys=True, default=str)
+        if key in seen:
+            return value
+        seen.add(key)
+    return None
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_canonical(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _canonical(item) for key, item in value.items()}
     return value
 
 
@@ -54,7 +83,17 @@ class CampaignInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = "campaign"
     description: str = ""
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(default_factory=lambda: [0], min_length=1)
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, value: list[int]) -> list[int]:
+        """A repeated seed would train and store the same cells twice under one id: it is a typo
+        (`[0, 0]` for `[0, 1]`), so it is refused rather than silently dropped."""
+        repeated = _first_repeat(value)
+        if repeated is not None:
+            raise ValueError(f"seed {repeated} appears twice (each seed runs every table once; remove the repeat)")
+        return value
 
 
 class DataConfig(BaseModel):
@@ -66,7 +105,8 @@ class DataConfig(BaseModel):
     download: bool = False
     test_fraction: float = Field(0.2, gt=0, lt=1)
     max_train: int | None = Field(None, ge=1)
-    samples_per_agent: int | None = Field(None, ge=1, description="synthetic problems: samples drawn per agent")
+    samples_per_agent: Annotated[int | None, AfterValidator(within("records"))] = Field(
+        None, ge=1, description="synthetic problems: samples drawn per agent")
     partition: one_of(PARTITIONS, "partition") = "iid"
     alpha: float = Field(0.5, gt=0, description="Dirichlet concentration (partition = dirichlet)")
     min_size: int = Field(8, ge=1, description="smallest local dataset (partition = dirichlet)")
@@ -91,14 +131,17 @@ class RunConfig(BaseModel):
     kind: one_of(DEFENSES, "defense")
     label: str | None = None
     topology: one_of(TOPOLOGIES, "topology") = "ring"
-    agents: int = Field(8, ge=2)
+    agents: Annotated[int, AfterValidator(within("agents"))] = Field(8, ge=2)
     mixing: one_of(MIXING_RULES, "mixing rule") = "metropolis"
     edge_prob: float = Field(0.5, gt=0, le=1, description="edge probability (topology = erdos_renyi)")
     model: one_of(MODELS, "model") = "mlp"
     model_options: dict[str, Any] = Field(default_factory=dict)
-    rounds: int = Field(100, ge=1)
+    rounds: Annotated[int, AfterValidator(within("rounds"))] = Field(100, ge=1)
     eval_every: int = Field(10, ge=1)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
+    data: dict[str, Any] | None = Field(None, description="this table's own data: a whole [data] table when it "
+                                        "names a dataset, else keys over the campaign's (a campaign can audit each "
+                                        "algorithm on its own data)")
 
 
 
@@ -108,11 +151,20 @@ class RunConfig(BaseModel):
     @classmethod
     def _grid(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
         for key, values in value.items():
-            if key in ("kind", "label", "grid"):
+            if key in ("kind", "label", "grid", "data"):
                 raise ValueError(f"'{key}' cannot vary in a grid")
             if not values:
                 raise ValueError(f"grid '{key}' has no values")
+            repeated = _first_repeat(values)
+            if repeated is not None:
+                raise ValueError(f"grid '{key}' repeats the value {repeated!r} (each value is one run; remove "
+                                 "the repeat)")
         return value
+
+    @property
+    def combinations(self) -> int:
+        """How many runs the grid makes, counted without making them."""
+        return math.prod(len(values) for values in self.grid.values())
 
     @property
     def name(self) -> str:
@@ -187,7 +239,8 @@ class AttackConfig(ThreatConfig):
         return self.label or self.kind
 
     def attack(self) -> Any:
-        """The attack object, its parameters checked against its fields."""
+        """The attack object, its parameters checked against its fields' names and types
+        (ValidationError naming the field)."""
         cls = INVERSIONS[self.kind]
         params = dict(self.model_extra or {})
         allowed = [f.name for f in dataclasses.fields(cls)]
@@ -195,7 +248,13 @@ class AttackConfig(ThreatConfig):
         if unknown:
             raise ValueError(f"unknown parameter '{unknown[0]}' for attack '{self.kind}' "
                              f"(allowed: {', '.join(allowed)})")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in params.items()})
+        return _adapter(cls).validate_python(params)
+
+
+@functools.cache
+def _adapter(cls: type) -> TypeAdapter:
+    """The validator of an attack's dataclass, built once per class."""
+    return TypeAdapter(cls)
 
 
 MEMBERSHIP_TARGETS = ("intercepted", "average")
@@ -221,7 +280,8 @@ class MembershipConfig(ThreatConfig):
                                       "records are members against its own model (default: [victim])")
     rounds: Annotated[list[int], AfterValidator(_distinct_rounds)] | None = Field(
         None, min_length=1, description="intercepted: the rounds whose model is attacked")
-    references: int = Field(8, ge=2, description="reference models (LiRA's Gaussian fit needs 2)")
+    references: Annotated[int, AfterValidator(within("runs"))] = Field(
+        8, ge=2, description="reference models (LiRA's Gaussian fit needs 2)")
     non_members: int | None = Field(None, ge=1)
     rmia_samples: int = Field(200, ge=1, description="population records z of RMIA's pairwise test")
     reference_pool: int | None = Field(None, ge=1, description="held-out records reference models "
@@ -231,7 +291,7 @@ class MembershipConfig(ThreatConfig):
     rmia_a: float | None = Field(None, ge=0, le=1, description="RMIA's offline linear approximation "
                                  "(App. B.2.2); None: the plain mean over reference models")
     fprs: list[float] = Field(default_factory=lambda: [0.001, 0.01])
-    bootstrap: int = Field(1000, ge=0)
+    bootstrap: Annotated[int, AfterValidator(within("runs"))] = Field(1000, ge=0)
     confidence: float = Field(0.95, gt=0, lt=1)
 
     @property
@@ -298,8 +358,10 @@ class AuditConfig(BaseModel):
     curve: list[Annotated[int, Field(ge=100)]] = Field(default_factory=list)
     defense: list[str] | None = None
     method: one_of(CANARY_METHODS, "canary method") = "repeated"
-    runs: int = Field(100, ge=8, description="repeated: training runs per world")
-    canaries: int = Field(200, ge=2, description="one_run: canaries in the one training run")
+    runs: Annotated[int, AfterValidator(within("runs"))] = Field(100, ge=8, description="repeated: training "
+                                                                  "runs per world")
+    canaries: Annotated[int, AfterValidator(within("runs"))] = Field(200, ge=2, description="one_run: canaries "
+                                                                     "in the one training run")
     guesses: int = Field(20, ge=1, description="one_run: guesses per side (highest and lowest scores)")
     victim: int = Field(0, ge=0)
     threat: one_of(THREATS, "threat model") = "global_listener"
@@ -348,6 +410,30 @@ class Campaign(BaseModel):
     attack: list[AttackConfig] = Field(default_factory=list)
     membership: list[MembershipConfig] = Field(default_factory=list)
     audit: list[AuditConfig] = Field(default_factory=list)
+
+    def data_for(self, index: int) -> DataConfig:
+        """The data of defense table `index`: the campaign's [data], or the table's own `data` — a
+        whole data table when it names a `dataset`, else keys over the campaign's."""
+        table = self.defense[index]
+        if table.data is None:
+            return self.data
+        if "dataset" in table.data:
+            return DataConfig.model_validate(table.data)
+        return DataConfig.model_validate(self.data.model_dump(exclude_unset=True) | table.data)
+
+    def cell_count(self) -> int:
+        """The cells `privaudit.campaign.cells` expands this campaign into, counted from the table
+        sizes alone, so a campaign too large to run is refused before anything is expanded."""
+        seeds = len(self.campaign.seeds)
+        training = [table.combinations * seeds for table in self.defense]
+        total = sum(training)
+        for index, table in enumerate(self.attack):
+            total += sum(training[k] for k, _ in self.targets(index)) * len(table.rounds)
+        for index, table in enumerate(self.membership):
+            total += sum(training[k] for k in self.membership_targets(index)) * len(table.rounds or [None])
+        for index, table in enumerate(self.audit):
+            total += seeds if table.kind == "mechanism" else sum(training[k] for k in self.audit_targets(index))
+        return total
 
     def targets(self, index: int) -> list[tuple[int, str]]:
         """The defense tables attack `index` applies to, with the scenario on each."""
@@ -429,23 +515,60 @@ def _one_line(error: ValidationError, prefix: tuple[Any, ...] = (), fields: list
     elif first["type"] == "value_error":
         what = str(first["ctx"]["error"])
     else:
-        what = f"{first['msg']} (got {first.get('input')!r})"
+        what = f"{first['msg']} (got {_shown(first.get('input'))})"
     more = f" (and {len(errors) - 1} more errors)" if len(errors) > 1 else ""
     return f"{_path(prefix + tuple(first['loc']))}: {what}{more}"
 
 
+_SHOWN = 60
+
+
+def _shown(value: Any) -> str:
+    """A bad value as the error quotes it: its repr, cut short so the error stays one line."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def _non_finite(value: Any, loc: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], float] | None:
+    """The path and value of the first inf or nan in a parsed document, or None. TOML has both
+    literals; no campaign field means anything by them, and a diverging or never-ending run is
+    what they would give, so they are refused everywhere, untyped tables included."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (loc, value)
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _non_finite(item, loc + (key,))
+        if found:
+            return found
+    return None
+
+
 def parse_campaign(raw: dict[str, Any], source: str = "campaign") -> Campaign:
-    """Validate a parsed TOML document; ConfigError with one line on the first bad field."""
+    """Validate a parsed TOML document; ConfigError with one line on the first bad field. Its
+    size is checked against the limits (`privaudit.limits`) before any table is expanded."""
+    found = _non_finite(raw)
+    if found:
+        raise ConfigError(f"{source}: {_path(found[0])}: must be a finite number, got {found[1]}")
     try:
         campaign = Campaign.model_validate(raw)
     except ValidationError as error:
         raise ConfigError(f"{source}: {_one_line(error)}") from None
+    seeds = len(campaign.campaign.seeds)
     for index, table in enumerate(campaign.defense):
+        try:
+            campaign.data_for(index)
+        except ValidationError as error:
+            raise ConfigError(f"{source}: {_one_line(error, ('defense', index, 'data'), list(DataConfig.model_fields))}"
+                              ) from None
         allowed = list(DEFENSES[table.kind].Params.model_fields) + list(RunConfig.model_fields)
         unknown = set(table.grid) - set(allowed)
         if unknown:
             raise ConfigError(f"{source}: defense[{index}].grid.{sorted(unknown)[0]}: unknown field "
                               f"(allowed: {', '.join(allowed)})")
+        too_many = exceeded("cells", table.combinations * seeds)
+        if too_many:
+            raise ConfigError(f"{source}: defense[{index}].grid: {table.combinations:,} combinations × {seeds} "
+                              f"seed(s) = {too_many}")
         try:
             for run in table.variants():
                 run.params()
@@ -457,6 +580,8 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign") -> Campaign:
         try:
             table.attack()
             campaign.targets(index)
+        except ValidationError as error:
+            raise ConfigError(f"{source}: {_one_line(error, ('attack', index))}") from None
         except (TypeError, ValueError) as error:
             raise ConfigError(f"{source}: attack[{index}]: {error}") from None
     for what, tables in (("attack", campaign.attack), ("membership", campaign.membership), ("audit", campaign.audit)):
@@ -477,27 +602,46 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign") -> Campaign:
             except ValidationError as error:
                 raise ConfigError(f"{source}: {_one_line(error, ('audit', index, 'params'), list(params.model_fields))}"
                                   ) from None
+            for samples in [table.samples, *table.curve]:
+                check_size(table.dim, table.releases, samples, f"{source}: audit[{index}]: ")
         try:
             campaign.audit_targets(index)
         except ValueError as error:
             raise ConfigError(f"{source}: audit[{index}]: {error}") from None
+    too_many = exceeded("cells", campaign.cell_count())
+    if too_many:
+        raise ConfigError(f"{source}: the campaign's cells: {too_many}")
     return campaign
 
 
-def load_campaign(path: str | Path) -> Campaign:
-    """Read and validate a campaign file."""
-    path = Path(path)
+def _read_text(path: Path) -> str:
+    """A campaign file's text (TOML is UTF-8); ConfigError naming the file when it cannot be read
+    or is not UTF-8."""
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"campaign file not found: {path}") from None
     except OSError as error:
         raise ConfigError(f"cannot read campaign file {path}: {error.strerror}") from None
     try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(f"{path}: not UTF-8 text (byte {data[error.start]:#04x} on line {line}); TOML files are "
+                          "UTF-8") from None
+
+
+def _parse_text(text: str, source: str) -> Campaign:
+    try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: invalid TOML: {error}") from None
-    return parse_campaign(raw, source=str(path))
+        raise ConfigError(f"{source}: invalid TOML: {error}") from None
+    return parse_campaign(raw, source=source)
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """Read and validate a campaign file."""
+    return _parse_text(_read_text(Path(path)), str(path))
 
 
 DEMO = "demo.toml"
@@ -510,7 +654,5 @@ def embedded_campaign_text(name: str = DEMO) -> str:
 
 def read_campaign(path: str | Path | None) -> tuple[Campaign, str]:
     """The campaign at `path`, or the embedded default when None, with its source text."""
-    if path is None:
-        text = embedded_campaign_text()
-        return parse_campaign(tomllib.loads(text), source=f"campaigns/{DEMO}"), text
-    return load_campaign(path), Path(path).read_text()
+    text = embedded_campaign_text() if path is None else _read_text(Path(path))
+    return _parse_text(text, f"campaigns/{DEMO}" if path is None else str(path)), text

@@ -150,12 +150,8 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
     original, true_labels = data.x_train[rows], data.y_train[rows]
     trace: list[dict[str, float]] = []
     if len(rows) == 0:
-        return {"batch_size": batch_size, "truth_size": 0, "trace": trace, "baseline": _NOTHING,
-                "status": f"failed: the victim's batch at round {round} was empty (Poisson sampling): "
-                          "nothing to reconstruct",
-                "stopped_by": "not run", "iterations": 0, "wall_s": time.perf_counter() - started,
-                "metrics": _NOTHING | {"lpips": None, "label_acc": None},
-                "lpips_status": "not scored: no reconstruction", "artifacts": {}}
+        return not_run(batch_size, f"failed: the victim's batch at round {round} was empty (Poisson sampling): "
+                       "nothing to reconstruct", time.perf_counter() - started)
     fields: dict[str, Any] = {"batch_size": batch_size, "truth_size": len(rows), "trace": trace,
                               "baseline": _baseline(setup, rows, setup.seed)}
     try:
@@ -187,6 +183,14 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
         "artifacts": _save_images(store, cell_id, original, result.images.float(), scores.pairs,
                                   data.normalisation),
     }
+
+
+def not_run(batch_size: int, status: str, wall_s: float = 0.0) -> dict[str, Any]:
+    """The row fields of an attack that had nothing to run on (no victim batch, no finite run)."""
+    return {"batch_size": batch_size, "truth_size": 0, "trace": [], "baseline": _NOTHING, "status": status,
+            "stopped_by": "not run", "iterations": 0, "wall_s": wall_s,
+            "metrics": _NOTHING | {"lpips": None, "label_acc": None},
+            "lpips_status": "not scored: no reconstruction", "artifacts": {}}
 
 
 def _failed(status: str, stopped_by: str, iterations: int, wall_s: float, store: ResultsStore, cell_id: str,
@@ -228,8 +232,12 @@ def plan_attack(cell: AttackCell, defense: Defense) -> tuple[Tap, GroundTruth]:
 def attack_row(cell: AttackCell, defense: Defense, transcript: Transcript, truth: Transcript,
                store: ResultsStore) -> dict[str, Any]:
     """Run one attack cell on the transcripts of its training run; its results row."""
-    found = invert(cell.id, cell.attack, cell.scenario, cell.round, defense.setup, transcript, truth,
-                   attack_batch_size(cell, defense), store)
+    return attack_cell_row(cell, invert(cell.id, cell.attack, cell.scenario, cell.round, defense.setup, transcript,
+                                        truth, attack_batch_size(cell, defense), store))
+
+
+def attack_cell_row(cell: AttackCell, found: dict[str, Any]) -> dict[str, Any]:
+    """An attack cell's results row: its identity and what `found` says it found."""
     run = cell.training.run
     training = cell.training
     return {

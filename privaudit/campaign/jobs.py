@@ -17,24 +17,33 @@ from typing import Any
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
-from privaudit.campaign.cells import (AttackCell, AuditCell, Cell, MembershipCell, build_defense, expand,
-                                      expand_attacks, expand_audits, expand_membership)
+from privaudit.campaign.cells import AttackCell, AuditCell, Cell, MembershipCell, build_defense, expand_all
 from privaudit.campaign.config import Campaign
-from privaudit.campaign.inversion_findings import attack_row, inversion_headline, plan_attack
-from privaudit.campaign.membership_findings import membership_headline, membership_rows, plan_membership
+from privaudit.campaign.inversion_findings import (attack_batch_size, attack_cell_row, attack_row, inversion_headline,
+                                                   not_run, plan_attack)
+from privaudit.campaign.membership_findings import (AttackerData, membership_headline, membership_rows,
+                                                    plan_membership, unrun_rows)
 from privaudit.results import ResultsStore
-from privaudit.sim import RunOutput, simulate
+from privaudit.sim import Diverged, RunOutput, simulate
 from privaudit.wire import Tap
 
 
 def run_cell(cell: Cell, progress: bool = False, taps: list[Tap] | None = None,
              defense: Defense | None = None) -> tuple[dict[str, Any], RunOutput]:
     """Train the cell's defense (built here unless given) with `taps` listening; return its
-    results row and the run's output (the taps' transcripts among it)."""
+    results row and the run's output (the taps' transcripts among it). `Diverged` when the run
+    stops being finite."""
     defense = defense or build_defense(cell)
     output = simulate(defense, cell.run.rounds, eval_every=cell.run.eval_every, progress=progress,
                       label=f"{cell.label} seed {cell.seed}", taps=taps or [])
     final = output.history[-1]
+    return training_row(cell, defense, {key: value for key, value in final.items() if key != "round"},
+                        output.history, output.messages_sent, output.wall_s), output
+
+
+def training_row(cell: Cell, defense: Defense, metrics: dict[str, float], history: list[dict[str, float]],
+                 messages: dict[str, int], wall_s: float) -> dict[str, Any]:
+    """A training cell's results row."""
     return {
         "type": "training",
         "cell": cell.id,
@@ -44,13 +53,13 @@ def run_cell(cell: Cell, progress: bool = False, taps: list[Tap] | None = None,
         "title": type(defense).title,
         "seed": cell.seed,
         "config": cell.describe(),
-        "metrics": {key: value for key, value in final.items() if key != "round"},
+        "metrics": metrics,
         "claim": defense.claim(cell.run.rounds).as_dict(),
-        "history": output.history,
-        "messages": output.messages_sent,
-        "wall_s": output.wall_s,
+        "history": history,
+        "messages": messages,
+        "wall_s": wall_s,
         "version": __version__,
-    }, output
+    }
 
 
 def headline(metrics: dict[str, float]) -> str:
@@ -106,7 +115,11 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
     planned = [(attack, *plan_attack(attack, defense)) for attack in job.attacks]
     groups = [(list(group), *plan_membership(list(group), defense)) for group in job.memberships]
     taps = [tap for _, tap, truth in planned for tap in (tap, truth)] + [tap for _, tap, _ in groups if tap]
-    row, output = run_cell(cell, progress=progress, defense=defense, taps=taps)
+    try:
+        row, output = run_cell(cell, progress=progress, defense=defense, taps=taps)
+    except Diverged as diverged:
+        yield from _diverged(job, defense, [data for _, _, data in groups], diverged, time.perf_counter() - start)
+        return
     if job.train:
         yield Finished(row, f"{cell.label} seed {cell.seed}: {headline(row['metrics'])} "
                             f"({time.perf_counter() - start:.1f} s)")
@@ -122,6 +135,26 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
             at = "final average" if member_row["round"] is None else f"round {member_row['round']}"
             yield Finished(member_row, f"{member_row['label']} on {cell.label} seed {cell.seed} {at}: "
                                        f"{membership_headline(member_row)} ({member_row['wall_s']:.1f} s)")
+
+
+def _diverged(job: TrainingJob, defense: Defense, data: list[AttackerData], diverged: Diverged,
+              wall_s: float) -> Iterator[Finished]:
+    """The rows of a job whose training run diverged: the training cell failed with the round and
+    what broke (its row keeps the evaluations before), and every finding cell riding on the run
+    failed with that reason; the campaign goes on."""
+    cell = job.cell
+    reason = f"training run {diverged}"
+    if job.train:
+        row = training_row(cell, defense, {}, diverged.history, {}, wall_s) | {"status": f"failed: {diverged}"}
+        yield Finished(row, f"{cell.label} seed {cell.seed}: {row['status']}")
+    for attack in job.attacks:
+        found = not_run(attack_batch_size(attack, defense), f"failed: {reason}")
+        yield Finished(attack_cell_row(attack, found), f"{attack.label} on {cell.label} seed {cell.seed} round "
+                                                       f"{attack.round}: failed: {reason}")
+    for group, attacker in zip(job.memberships, data):
+        for member_row in unrun_rows(list(group), attacker, reason):
+            yield Finished(member_row, f"{member_row['label']} on {cell.label} seed {cell.seed}: "
+                                       f"{member_row['status']}")
 
 
 @dataclass(frozen=True)
@@ -168,9 +201,7 @@ def run_job(job: Job, out: str | Path, progress: bool = False) -> Iterator[Finis
 def plan_jobs(campaign: Campaign, finished: set[str]) -> tuple[list[Job], int]:
     """The jobs that produce the rows missing from `finished`, each checked (so a bad field in
     the last table fails in seconds rather than after an hour), and the campaign's cell count."""
-    cells = expand(campaign)
-    attacks = expand_attacks(campaign, cells)
-    memberships = expand_membership(campaign, cells)
+    cells, attacks, memberships, audits = expand_all(campaign)
     pending_attacks: dict[str, list[AttackCell]] = {}
     for attack in attacks:
         if attack.id not in finished:
@@ -182,7 +213,6 @@ def plan_jobs(campaign: Campaign, finished: set[str]) -> tuple[list[Job], int]:
     jobs = [TrainingJob(cell, cell.id not in finished, tuple(pending_attacks.get(cell.id, ())),
                         tuple(tuple(group) for group in pending_membership.get(cell.id, {}).values()))
             for cell in cells]
-    audits = expand_audits(campaign, cells)
     jobs = [job for job in jobs if job.cells] + [AuditJob(audit) for audit in audits if audit.id not in finished]
     for job in jobs:
         job.check()

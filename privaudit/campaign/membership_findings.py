@@ -58,7 +58,7 @@ from privaudit.flatmodel import FlatModel
 from privaudit.results import ResultsStore
 from privaudit.sampling import LocalData
 from privaudit.setup import Setup
-from privaudit.sim import simulate
+from privaudit.sim import Diverged, simulate
 from privaudit.threats import build_tap
 from privaudit.wire import Eavesdropper, Tap, Transcript
 
@@ -310,8 +310,12 @@ def membership_rows(cells: list[MembershipCell], defense: Defense, transcript: T
     attacked round, yielding each cell's results row as soon as it is scored."""
     first, training = cells[0], cells[0].training
     run = training.run
-    references, seeds, reference_wall = reference_models(first.table, run.kind, training.params, defense.setup,
-                                                         data, run.rounds)
+    try:
+        references, seeds, reference_wall = reference_models(first.table, run.kind, training.params, defense.setup,
+                                                             data, run.rounds)
+    except Diverged as diverged:
+        yield from unrun_rows(cells, data, f"a reference model {diverged}")
+        return
     for cell in cells:
         started = time.perf_counter()
         try:
@@ -320,30 +324,46 @@ def membership_rows(cells: list[MembershipCell], defense: Defense, transcript: T
             found = infer(cell.id, cell.table, defense.setup.model, targets, mine, data, store)
         except (KeyError, ValueError) as error:
             found = failed(error.args[0] if error.args else str(error))
-        yield {
-            "type": "membership",
-            "cell": cell.id,
-            "group": cell.group,
-            "training": training.id,
-            "label": cell.label,
-            "defense": run.kind,
-            "defense_label": run.name,
-            "defense_table": training.table_label,
-            "setting": training.setting,
-            "target": cell.table.target,
-            "threat": cell.table.threat if cell.round is not None else "output",
-            "victims": cell.table.attacked,
-            "round": cell.round,
-            "seed": training.seed,
-            "references": len(seeds),
-            "reference_seeds": seeds,
-            "reference_wall_s": reference_wall,
-            "data": data.sizes(),
-            **found,
-            "wall_s": time.perf_counter() - started + reference_wall / len(cells),
-            "config": cell.describe(),
-            "version": __version__,
-        }
+        yield membership_row(cell, data, seeds, reference_wall, found,
+                             time.perf_counter() - started + reference_wall / len(cells))
+
+
+def unrun_rows(cells: list[MembershipCell], data: AttackerData, reason: str) -> Iterator[dict[str, Any]]:
+    """The rows of membership cells that could not run (their training run or a reference model
+    diverged), each failed with `reason`."""
+    for cell in cells:
+        yield membership_row(cell, data, [], 0.0, failed(reason), 0.0)
+
+
+def membership_row(cell: MembershipCell, data: AttackerData, seeds: list[int], reference_wall: float,
+                   found: dict[str, Any], wall_s: float) -> dict[str, Any]:
+    """A membership cell's results row: its identity, its references and what `found` says."""
+    training = cell.training
+    run = training.run
+    return {
+        "type": "membership",
+        "cell": cell.id,
+        "group": cell.group,
+        "training": training.id,
+        "label": cell.label,
+        "defense": run.kind,
+        "defense_label": run.name,
+        "defense_table": training.table_label,
+        "setting": training.setting,
+        "target": cell.table.target,
+        "threat": cell.table.threat if cell.round is not None else "output",
+        "victims": cell.table.attacked,
+        "round": cell.round,
+        "seed": training.seed,
+        "references": len(seeds),
+        "reference_seeds": seeds,
+        "reference_wall_s": reference_wall,
+        "data": data.sizes(),
+        **found,
+        "wall_s": wall_s,
+        "config": cell.describe(),
+        "version": __version__,
+    }
 
 
 def membership_headline(row: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.executors import Executor, InProcess
-from privaudit.campaign.jobs import plan_jobs, run_job
+from privaudit.campaign.jobs import Job, plan_jobs, run_job
 from privaudit.results import ResultsStore
 
 
@@ -27,17 +27,31 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
     """Run every unfinished cell of `campaign` on `executor` (default: one after another in
     this process), appending each row to `out/results.jsonl` as it arrives.
 
-    All jobs are checked before the first runs; cells already in the results are skipped unless
-    `force`. The attack and membership cells of one training cell share its run: it is trained
-    once with all their taps listening (again, with the same seed and so the same messages, when
-    only attacks are left). The membership cells of one table on one training cell share their
-    reference models. With `progress`, a bar counts the cells (and, in this process, a bar
-    counts each training run's rounds).
+    The results folder is locked for the whole run (`ResultsStore.lock`): a second run on it at
+    the same time is refused with a one-line error rather than computing every cell again. All
+    jobs are checked before the first runs; cells already in the results are skipped unless
+    `force`, and lines of the results that cannot be read are named. The attack and membership
+    cells of one training cell share its run: it is trained once with all their taps listening
+    (again, with the same seed and so the same messages, when only attacks are left). The
+    membership cells of one table on one training cell share their reference models. With
+    `progress`, a bar counts the cells (and, in this process, a bar counts each training run's
+    rounds).
     """
     executor = executor or InProcess()
     store = ResultsStore(out)
-    jobs, total = plan_jobs(campaign, set() if force else store.done())
-    store.write_campaign(text)
+    with store.lock():
+        reading = store.read()
+        if reading.skipped:
+            say(f"warning: {reading.summary()}; their cells run again")
+        jobs, total = plan_jobs(campaign, set() if force else {row["cell"] for row in reading.rows})
+        store.write_campaign(text)
+        _run_jobs(jobs, total, store, executor, progress, say)
+    return store
+
+
+def _run_jobs(jobs: list[Job], total: int, store: ResultsStore, executor: Executor, progress: bool,
+              say: Callable[[str], None]) -> None:
+    """Hand the jobs to the executor and append each row as it arrives."""
     left = sum(len(job.cells) for job in jobs)
     if left < total:
         say(f"{total - left} of {total} cells already finished in {store.path}; skipping them")
@@ -49,4 +63,3 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
             bar.update()
             with tqdm.external_write_mode():
                 say(f"[{number}/{left}] {done.message}")
-    return store

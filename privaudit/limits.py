@@ -1,0 +1,92 @@
+"""Limits on the work one command may ask for, checked before anything is expanded or allocated.
+
+A typo (`rounds = 99999999999999999999`, a grid of a million combinations, `--dim 10000000`)
+should fail in a second with one line, not run for hours or exhaust memory. Each limit is generous
+for real campaigns and can be raised for one command with its environment variable, which the
+error names:
+
+    PRIVAUDIT_MAX_CELLS=50000 privaudit run big_sweep.toml
+
+The limits are read when a value is checked (not at import), so a test or a driver can set them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from privaudit.errors import ConfigError
+
+
+MAX_SEED = 2**32 - 1
+"""Seeds are 32-bit: numpy, torch and the seeds derived from a cell's seed all accept them. A
+range, not a limit on work: it cannot be raised."""
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One bound: its environment variable, its default and what it counts."""
+
+    variable: str
+    default: int
+    counts: str
+
+
+LIMITS = {
+    "cells": Limit("PRIVAUDIT_MAX_CELLS", 10_000, "cells in one campaign (grid combinations × seeds, and the "
+                   "attack, membership and audit cells on them)"),
+    "rounds": Limit("PRIVAUDIT_MAX_ROUNDS", 1_000_000, "rounds of one training run"),
+    "agents": Limit("PRIVAUDIT_MAX_AGENTS", 1_000, "agents of one training run"),
+    "runs": Limit("PRIVAUDIT_MAX_RUNS", 100_000, "repetitions in one cell (training runs, reference models, "
+                  "canaries, bootstrap resamples, attack restarts)"),
+    "parameters": Limit("PRIVAUDIT_MAX_PARAMETERS", 250_000_000, "model parameters over the agents of one run "
+                        "(agents × parameters of the model)"),
+    "records": Limit("PRIVAUDIT_MAX_RECORDS", 10_000_000, "records generated per agent"),
+    "samples": Limit("PRIVAUDIT_MAX_SAMPLES", 100_000_000, "values a mechanism audit samples per input "
+                     "(dim × releases × samples)"),
+}
+
+
+def limit(name: str) -> int:
+    """The current bound `name`: its environment variable when set, else its default; a
+    ConfigError when the variable is not a whole number >= 1."""
+    entry = LIMITS[name]
+    text = os.environ.get(entry.variable, "").strip()
+    if not text:
+        return entry.default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ConfigError(f"{entry.variable}: expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def exceeded(name: str, value: int) -> str | None:
+    """The one-line reason `value` is over the bound `name` (saying how to raise it), or None."""
+    bound = limit(name)
+    if value <= bound:
+        return None
+    entry = LIMITS[name]
+    return (f"{value:,} exceeds the limit of {bound:,} {entry.counts}; set {entry.variable}={value} to run it "
+            "anyway")
+
+
+def within(name: str):
+    """A pydantic after-validator: the value itself, or a ValueError when it is over the bound."""
+
+    def check(value: int | None) -> int | None:
+        reason = None if value is None else exceeded(name, value)
+        if reason:
+            raise ValueError(reason)
+        return value
+
+    return check
+
+
+def require(name: str, value: int, what: str) -> None:
+    """ConfigError `what: <reason>` when `value` is over the bound `name`."""
+    reason = exceeded(name, value)
+    if reason:
+        raise ConfigError(f"{what}: {reason}")
