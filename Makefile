@@ -38,8 +38,10 @@ test-slow: $(VENV)/.installed-ray
 # from them otherwise) in headless Chromium, installing Debian's chromium when missing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
+# A demo run made here is checked against the stored copy of its rows (tests/demo_rows.py).
 $(OUT)/results.jsonl: | $(STAMP)
 	$(BIN)/privaudit run --out $(OUT) --quiet
+	$(BIN)/python -m tests.demo_rows --check $(OUT)
 
 test-browser: $(STAMP) $(OUT)/results.jsonl
 	command -v chromium >/dev/null || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)

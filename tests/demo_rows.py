@@ -2,10 +2,14 @@
 wall-clock fields aside, so a change that should not move a number (a refactor, a layer move)
 is checked against the numbers it must keep.
 
-    python -m tests.demo_rows RESULTS_DIR    # store the rows of a finished demo run
+    python -m tests.demo_rows --store RESULTS_DIR    # store the rows of a finished demo run
+    python -m tests.demo_rows --check RESULTS_DIR    # compare them with the stored copy
 
-The copy records the torch version and CPU capability it was made with: floating-point results
-of the same code differ across those, so the comparison runs only where they match. Regenerate
+`make test-browser` checks every demo it runs (CI runs the demo there once, so the check costs no
+second run); `make test-slow` runs it as a test. Rows are matched by cell id, since with several
+workers they arrive in the order they finish. The copy records the torch version and CPU
+capability it was made with: floating-point results of the same code differ across those, so the
+comparison runs only where they match. Regenerate
 it when the demo or an algorithm changes on purpose, and say so in the commit.
 """
 
@@ -21,7 +25,7 @@ import torch
 from privaudit.results import ResultsStore
 
 STORED = Path(__file__).parent / "data" / "demo_rows.json"
-WALL_CLOCK = frozenset({"wall_s", "reference_wall_s", "score_wall_s", "seconds_per_run"})
+WALL_CLOCK = frozenset({"wall_s", "reference_wall_s", "score_wall_s", "seconds_per_run", "runs_per_second"})
 """Fields that measure time, not results."""
 
 
@@ -49,5 +53,36 @@ def store(directory: str | Path) -> None:
     STORED.write_text(json.dumps({"environment": environment(), "rows": rows(directory)}, indent=1) + "\n")
 
 
+def differences(directory: str | Path) -> list[str] | None:
+    """How the rows of the demo run in `directory` differ from the stored copy (empty: they do not),
+    or None when the copy was made in another environment (`environment`)."""
+    stored = json.loads(STORED.read_text())
+    if stored["environment"] != environment():
+        return None
+    found = {row["cell"]: row for row in rows(directory)}
+    kept = {row["cell"]: row for row in stored["rows"]}
+    if found.keys() != kept.keys():
+        return [f"cells differ: {sorted(found.keys() ^ kept.keys())[:5]}"]
+    return [f"{mine['type']} cell {cell} ({mine.get('label')}) differs from the stored row"
+            for cell, mine in found.items() if mine != kept[cell]]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("--store", "--check"):
+        print("usage: python -m tests.demo_rows --store|--check RESULTS_DIR", file=sys.stderr)
+        return 2
+    if argv[0] == "--store":
+        store(argv[1])
+        return 0
+    found = differences(argv[1])
+    if found is None:
+        print(f"demo rows not checked: the stored copy was made in another environment than {environment()}")
+        return 0
+    for line in found:
+        print(f"demo rows: {line}", file=sys.stderr)
+    print(f"demo rows: {'the same as' if not found else 'DIFFERENT from'} the stored copy ({STORED.name})")
+    return 1 if found else 0
+
+
 if __name__ == "__main__":
-    store(sys.argv[1])
+    sys.exit(main(sys.argv[1:]))
