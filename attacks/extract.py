@@ -663,4 +663,4 @@ MODEL_VIEWS: dict[str, Extractor] = {
 """What an attacker holds of agent i's model at round t, by defense: the model as it crossed the
 wire (with the defense's noise or quantization when it sends a perturbed model), or, for
 LT-ADMM-DP, which never sends a model, the state x_{i,t+1} its bridge messages give away exactly.
-Membership inference (`privaudit/campaign/membership_findings.py`) attacks these."""
+Membership inference (the campaign layer's membership findings) attacks these."""
