@@ -38,6 +38,7 @@ NON_FINITE = "nonfinite"
 ROW_KEYS = {
     "training": ("label", "title", "seed", "config", "metrics", "claim", "history", "messages"),
     "inversion": (),
+    "coalition": ("agents",),
     "membership": ("metrics",),
     "audit": (),
 }

@@ -5,6 +5,8 @@
   eavesdropper that still hears no other agent's private exchanges).
 * `curious_neighbour` is one agent, honest but curious (default: the victim's lowest-numbered
   neighbour); it hears what reaches it and knows its own private values.
+* `coalition` is one or several such agents pooling what they hear (`agents`), attacking every
+  other agent at once (El Mrini et al. 2024; `attacks/coalition.py`).
 
 Taps record only the rounds and message kinds an extractor reads, so a 1000-round run keeps a
 handful of messages.
@@ -15,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from privaudit.topology import Topology
-from privaudit.wire import CuriousNeighbour, Eavesdropper, GlobalListener, Kind, Tap
+from privaudit.wire import Coalition, CuriousNeighbour, Eavesdropper, GlobalListener, Kind, Tap
 
-THREATS = ("global_listener", "eavesdropper", "curious_neighbour")
+THREATS = ("global_listener", "eavesdropper", "curious_neighbour", "coalition")
 
 
 def build_tap(threat: str, victim: int, topology: Topology, *, rounds: Iterable[int] | None = None,
               kinds: Iterable[Kind] | None = None, observer: int | None = None,
-              links: Iterable[tuple[int, int]] | None = None) -> Tap:
+              links: Iterable[tuple[int, int]] | None = None, agents: Iterable[int] | None = None) -> Tap:
     """The tap of `threat` against `victim`; ValueError (one line) for agents or links the
     topology does not have."""
     if not 0 <= victim < topology.n:
@@ -37,6 +39,8 @@ def build_tap(threat: str, victim: int, topology: Topology, *, rounds: Iterable[
         if agent == victim:
             raise ValueError(f"the curious neighbour must be another agent than the victim {victim}")
         tap = CuriousNeighbour(agent, rounds, kinds)
+    elif threat == "coalition":
+        tap = Coalition(agents if agents is not None else [victim], rounds, kinds)
     else:
         raise ValueError(f"unknown threat model '{threat}' (choose from {', '.join(THREATS)})")
     tap.check(topology)

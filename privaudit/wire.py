@@ -176,6 +176,51 @@ class CuriousNeighbour(Tap):
         return receiver is None and topology.graph.has_edge(sender, self.observer)
 
 
+class Coalition(Tap):
+    """Several honest-but-curious agents pooling what each hears (El Mrini et al. 2024): every
+    message sent or received by a member, every broadcast of a member's neighbour, and each
+    member's own disclosed private values."""
+
+    threat_model = "coalition"
+
+    def __init__(self, agents: Iterable[int], rounds=None, kinds=None):
+        super().__init__(rounds, kinds)
+        self.agents = frozenset(agents)
+
+    def check(self, topology: Topology) -> None:
+        outside = sorted(a for a in self.agents if not 0 <= a < topology.n)
+        if not self.agents or outside:
+            raise ValueError(f"coalition agents {outside or '[]'} are not agents (0..{topology.n - 1})")
+        if len(self.agents) == topology.n:
+            raise ValueError("the coalition holds every agent: nobody is left to attack")
+
+    def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
+        if sender in self.agents or receiver in self.agents:
+            return True
+        return receiver is None and any(topology.graph.has_edge(sender, a) for a in self.agents)
+
+    def wants_disclosure(self, round: int, agent: int, name: str) -> bool:
+        return agent in self.agents and self.wants_round(round)
+
+
+class Witnesses(Tap):
+    """Several agents' own private values (batch rows, gradients) at chosen rounds, kept to score a
+    coalition attack afterwards; like `GroundTruth`, never handed to an attack."""
+
+    threat_model = "ground_truth"
+
+    def __init__(self, agents: Iterable[int], rounds=None, names: Iterable[str] = ("batch", "gradient")):
+        super().__init__(rounds, kinds=())
+        self.agents = frozenset(agents)
+        self.names = frozenset(names)
+
+    def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
+        return False
+
+    def wants_disclosure(self, round: int, agent: int, name: str) -> bool:
+        return agent in self.agents and name in self.names and self.wants_round(round)
+
+
 class GroundTruth(Tap):
     """The victim's own private values (by default its batch rows) at chosen rounds, kept to
     score an attack afterwards. Not a threat model: it hears no message, and its disclosures

@@ -39,7 +39,7 @@ SETTLE_S = 0.5
 
 # Sections every report has, and those present only when the results hold rows of a type.
 ALWAYS = ("verdicts", "claims", "training", "provenance")
-BY_ROW_TYPE = {"inversion": "inversion", "membership": "membership", "audit": "audits"}
+BY_ROW_TYPE = {"inversion": "inversion", "coalition": "coalition", "membership": "membership", "audit": "audits"}
 
 DOM_PROBE = """JSON.stringify({
   sections: Array.from(document.querySelectorAll('section[id]'), s => s.id),

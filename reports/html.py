@@ -29,6 +29,7 @@ from jinja2 import Environment, PackageLoader
 from privaudit.errors import PrivauditError
 from privaudit.results import CAMPAIGN_FILE, ResultsStore, write_atomic
 from reports.audits import audit_section
+from reports.coalition import coalition_section
 from reports.figures import TRAINING_METRICS, training_curves
 from reports.inversion import inversion_section, row_type
 from reports.membership import membership_section
@@ -141,7 +142,7 @@ def _provenance(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in rows:
         kind = row_type(row)
         attacked = None
-        if kind == "inversion":
+        if kind in ("inversion", "coalition"):
             what = f"{row.get('defense_label', '?')} · {row.get('label', '?')}, round {row.get('round', '?')}"
             attacked = row.get("training")
         elif kind == "membership":
@@ -200,6 +201,7 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         summary=_summary(training),
         provenance=_provenance(rows),
         inversion=inversion_section(rows, results_dir),
+        coalition=coalition_section(rows, results_dir),
         membership=membership_section(rows),
         audits=audit_section(rows),
         training_figures=[

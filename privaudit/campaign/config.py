@@ -30,6 +30,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter,
 from attacks.audit import check_size
 from attacks.canaries import CANARY_KINDS
 from attacks.channels import CHANNELS
+from attacks.coalition import DYNAMICS
 from attacks.extract import EXTRACTORS, MODEL_VIEWS
 from attacks.inversion import INVERSIONS
 from attacks.mechanisms import MECHANISMS, NORMS
@@ -199,6 +200,7 @@ class ThreatConfig(BaseModel):
     threat: one_of(THREATS, "threat model") = "global_listener"
     observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
     links: list[tuple[int, int]] | None = Field(None, description="eavesdropper: links heard")
+    agents: list[int] | None = Field(None, min_length=1, description="coalition: the curious agents")
     victim: int = Field(0, ge=0)
 
     def misplaced(self) -> tuple[str, str] | None:
@@ -207,6 +209,16 @@ class ThreatConfig(BaseModel):
             return "observer", "only the curious_neighbour threat has one"
         if self.threat != "eavesdropper" and self.links is not None:
             return "links", "only the eavesdropper threat has links"
+        if self.threat != "coalition" and self.agents is not None:
+            return "agents", "only the coalition threat has agents"
+        if self.threat == "coalition" and not isinstance(self, AttackConfig):
+            return "threat", "the coalition threat applies to [[attack]] tables only"
+        if self.threat == "coalition" and self.agents is None:
+            return "agents", "required when threat = 'coalition' (the curious agents)"
+        if self.threat == "coalition" and (len(set(self.agents)) != len(self.agents) or min(self.agents) < 0):
+            return "agents", f"must be distinct agents, got {self.agents}"
+        if self.threat == "coalition" and "victim" in self.model_fields_set:
+            return "victim", "a coalition attacks every agent outside it; remove victim"
         return None
 
 
@@ -233,6 +245,15 @@ class AttackConfig(ThreatConfig):
                                    "defense's public batch_size)")
     trace_every: int = Field(0, ge=0, description="record the reconstruction's MSE every k attack "
                              "evaluations (0: off); scoring only, the attack never sees it")
+    window: int | None = Field(None, ge=1, description="coalition: rounds heard after the attacked "
+                               "round (default: the number of agents)")
+
+    def misplaced(self) -> tuple[str, str] | None:
+        if self.threat != "coalition" and self.window is not None:
+            return "window", "only the coalition threat has a window"
+        if self.threat == "coalition" and self.scenario not in (None, "coalition"):
+            return "scenario", "a coalition attack has its own scenario, 'coalition'"
+        return super().misplaced()
 
     @property
     def name(self) -> str:
@@ -378,6 +399,8 @@ class AuditConfig(BaseModel):
         """(field, why) when a field is set that the audit's kind does not use."""
         if self.kind == "mechanism" and self.mechanism is None:
             return "mechanism", "required when kind = 'mechanism'"
+        if self.threat == "coalition":
+            return "threat", "the coalition threat applies to [[attack]] tables only"
         if self.kind == "canary" and self.threat != "curious_neighbour" and self.observer is not None:
             return "observer", "only the curious_neighbour threat has one"
         if self.kind == "canary" and self.threat != "eavesdropper" and self.links is not None:
@@ -439,6 +462,8 @@ class Campaign(BaseModel):
         """The defense tables attack `index` applies to, with the scenario on each."""
         table = self.attack[index]
         chosen = _named(self.defense, table.defense)
+        if table.threat == "coalition":
+            return [(k, "coalition") for k, d in chosen if table.defense is not None or d.kind in DYNAMICS]
         found = []
         for k, d in chosen:
             known = [s for kind, s in EXTRACTORS if kind == d.kind]

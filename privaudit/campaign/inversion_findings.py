@@ -87,7 +87,7 @@ def _tracer(trace: list[dict[str, float]], every: int, original: Tensor,
     return observe
 
 
-def _baseline(setup: Setup, rows: Tensor, seed: int) -> dict[str, float]:
+def baseline(setup: Setup, rows: Tensor, seed: int) -> dict[str, float]:
     """The noise floor: batches of unrelated training images (not in the victim's batch) scored
     against the originals as if they were reconstructions, averaged over `BASELINE_DRAWS` draws."""
     data = setup.data
@@ -121,7 +121,7 @@ def _png(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _save_images(store: ResultsStore, cell: str, original: Tensor, reconstruction: Tensor | None,
+def save_images(store: ResultsStore, cell: str, original: Tensor, reconstruction: Tensor | None,
                  pairs: tuple[int, ...] | None, normalisation: Normalisation) -> dict[str, str]:
     """The originals and the reconstructions (reordered to face their paired originals) as PNG
     strips, and both as [0, 1] tensors; paths relative to the results directory."""
@@ -153,7 +153,7 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
         return not_run(batch_size, f"failed: the victim's batch at round {round} was empty (Poisson sampling): "
                        "nothing to reconstruct", time.perf_counter() - started)
     fields: dict[str, Any] = {"batch_size": batch_size, "truth_size": len(rows), "trace": trace,
-                              "baseline": _baseline(setup, rows, setup.seed)}
+                              "baseline": baseline(setup, rows, setup.seed)}
     try:
         target: Target = EXTRACTORS[transcript.public.defense, scenario].extract(transcript, attack.victim, round)
     except (KeyError, ValueError) as error:
@@ -180,7 +180,7 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
         "label_source": result.label_source,
         "metrics": {key: summary[key] for key in ("mse", "psnr", "ssim", "lpips", "label_acc")},
         "lpips_status": summary["lpips_status"],
-        "artifacts": _save_images(store, cell_id, original, result.images.float(), scores.pairs,
+        "artifacts": save_images(store, cell_id, original, result.images.float(), scores.pairs,
                                   data.normalisation),
     }
 
@@ -202,7 +202,7 @@ def _failed(status: str, stopped_by: str, iterations: int, wall_s: float, store:
         "wall_s": wall_s,
         "metrics": {key: None for key in ("mse", "psnr", "ssim", "lpips", "label_acc")},
         "lpips_status": "not scored: no reconstruction",
-        "artifacts": _save_images(store, cell_id, original, None, None, normalisation),
+        "artifacts": save_images(store, cell_id, original, None, None, normalisation),
     }
 
 

@@ -18,11 +18,23 @@ from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
 from privaudit.campaign.cells import AttackCell, AuditCell, Cell, MembershipCell, build_defense, expand_all
+from privaudit.campaign.coalition_findings import coalition_findings, coalition_headline, coalition_row, plan_coalition
 from privaudit.campaign.config import Campaign
-from privaudit.campaign.inversion_findings import (attack_batch_size, attack_cell_row, attack_row, inversion_headline,
-                                                   not_run, plan_attack)
-from privaudit.campaign.membership_findings import (AttackerData, membership_headline, membership_rows,
-                                                    plan_membership, unrun_rows)
+from privaudit.campaign.inversion_findings import (
+    attack_batch_size,
+    attack_cell_row,
+    attack_row,
+    inversion_headline,
+    not_run,
+    plan_attack,
+)
+from privaudit.campaign.membership_findings import (
+    AttackerData,
+    membership_headline,
+    membership_rows,
+    plan_membership,
+    unrun_rows,
+)
 from privaudit.results import ResultsStore
 from privaudit.sim import Diverged, RunOutput, simulate
 from privaudit.wire import Tap
@@ -80,6 +92,13 @@ class Finished:
     message: str
 
 
+def _plan(attack: AttackCell, defense: Defense) -> tuple[Tap, Tap]:
+    """The taps of an attack cell: a coalition's, else a single victim's (`plan_attack`)."""
+    if attack.attack.threat == "coalition":
+        return plan_coalition(attack, defense)
+    return plan_attack(attack, defense)
+
+
 @dataclass(frozen=True)
 class TrainingJob:
     """One training cell and the pending finding cells that ride on its run: it is trained once
@@ -101,7 +120,7 @@ class TrainingJob:
         """Build the defense and plan every finding, so a bad field fails before anything runs."""
         defense = build_defense(self.cell)
         for attack in self.attacks:
-            plan_attack(attack, defense)
+            _plan(attack, defense)
         for group in self.memberships:
             plan_membership(list(group), defense)
 
@@ -112,7 +131,7 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
     cell = job.cell
     start = time.perf_counter()
     defense = build_defense(cell)
-    planned = [(attack, *plan_attack(attack, defense)) for attack in job.attacks]
+    planned = [(attack, *_plan(attack, defense)) for attack in job.attacks]
     groups = [(list(group), *plan_membership(list(group), defense)) for group in job.memberships]
     taps = [tap for _, tap, truth in planned for tap in (tap, truth)] + [tap for _, tap, _ in groups if tap]
     try:
@@ -126,9 +145,15 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
     transcripts = iter(output.transcripts)
     for attack, _, _ in planned:
         start = time.perf_counter()
-        attack_result = attack_row(attack, defense, next(transcripts), next(transcripts), store)
+        if attack.attack.threat == "coalition":
+            attack_result = coalition_row(attack, coalition_findings(attack, defense, next(transcripts),
+                                                                     next(transcripts), store))
+            said = coalition_headline(attack_result)
+        else:
+            attack_result = attack_row(attack, defense, next(transcripts), next(transcripts), store)
+            said = inversion_headline(attack_result)
         yield Finished(attack_result, f"{attack.label} on {cell.label} seed {cell.seed} round {attack.round}: "
-                                      f"{inversion_headline(attack_result)} ({time.perf_counter() - start:.1f} s)")
+                                      f"{said} ({time.perf_counter() - start:.1f} s)")
     for group, tap, data in groups:
         transcript = next(transcripts) if tap else None
         for member_row in membership_rows(group, defense, transcript, output.final_states, data, store):
@@ -149,8 +174,9 @@ def _diverged(job: TrainingJob, defense: Defense, data: list[AttackerData], dive
         yield Finished(row, f"{cell.label} seed {cell.seed}: {row['status']}")
     for attack in job.attacks:
         found = not_run(attack_batch_size(attack, defense), f"failed: {reason}")
-        yield Finished(attack_cell_row(attack, found), f"{attack.label} on {cell.label} seed {cell.seed} round "
-                                                       f"{attack.round}: failed: {reason}")
+        row = (coalition_row(attack, found | {"agents": [], "exposed": 0}) if attack.attack.threat == "coalition"
+               else attack_cell_row(attack, found))
+        yield Finished(row, f"{attack.label} on {cell.label} seed {cell.seed} round {attack.round}: failed: {reason}")
     for group, attacker in zip(job.memberships, data):
         for member_row in unrun_rows(list(group), attacker, reason):
             yield Finished(member_row, f"{member_row['label']} on {cell.label} seed {cell.seed}: "

@@ -1,0 +1,289 @@
+"""A coalition of curious agents solving for the updates of agents it is not connected to
+(El Mrini, Cyffers & Bellet, "Privacy Attacks in Decentralized Learning", ICML 2024).
+
+Honest-but-curious agents C follow the protocol and pool what they hear: their own states and
+gradients, and every message their neighbours broadcast. Each message is a linear function of
+the initial states, of every agent's gradients and, for randomised messages, of draws nobody in
+C hears. Written over a window of rounds t0..t0+L this is the paper's knowledge system:
+
+    K z = y,     z = [unknown gradients; unknown states at t0; unheard draws],
+
+one equation per heard message (per parameter coordinate: K is shared by all P coordinates),
+built here by carrying every agent's state as a linear form through the defense's recurrence
+
+    x^{t+1} = A_t x^t + B_t m^t − s_t g^t          (`Dynamics`),
+
+where m^t is what agents broadcast (their state, or a random draw around it). Unknown gradients
+follow the paper's similarity assumption: agent k's gradient is one unknown g_k over the window
+(it moves by about s_t·‖∇²f‖·‖g‖ per round, which is the error that assumption costs: small
+step sizes and short windows make it small). The coalition's own gradients are known exactly
+(its members disclose them to themselves).
+
+Which agents are exposed is computed, not guessed: z_m is determined by the heard messages
+exactly when the unit vector e_m lies in the row space of K, i.e. when the minimum-norm
+least-squares solution's component m does not move along K's null space. Identifiability
+depends on the graph, the coalition, the window and the defense's recurrence, never on the data.
+Everything is float64; the only error besides the similarity assumption is the float32 rounding
+of the heard payloads, amplified by 1/s_t (reported through the residual).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attacks.extract import Target
+from defenses.ternary import schedule as ternary_schedule
+from privaudit.topology import Topology
+from privaudit.wire import Disclosure, Kind, Message, PublicKnowledge, Transcript
+
+IDENTIFIABLE_TOL = 1e-6
+"""An unknown counts as determined when its null-space component is below this (unit scale)."""
+
+
+@dataclass(frozen=True)
+class Dynamics:
+    """A defense's state recurrence as the coalition writes it.
+
+    `step(transcript, t)` gives (A_t, B_t or None, s_t) of x^{t+1} = A_t x^t + B_t m^t − s_t g^t;
+    `kind` is the broadcast m^t; `exact` says whether m^t is the state itself (else a fresh
+    random draw around it: heard draws enter as constants, unheard ones as unknowns, and a heard
+    draw is an equation only up to its own noise)."""
+
+    defense: str
+    kind: Kind
+    exact: bool
+    step: Callable[[Transcript, int], tuple[Tensor, Tensor | None, float]]
+    recovers: str
+
+
+def _dpsgd_step(transcript: Transcript, t: int) -> tuple[Tensor, None, float]:
+    """D-PSGD (Lian et al. 2017): x^{t+1} = W x^t − η g^t."""
+    return transcript.public.mixing, None, float(transcript.public.hyper["lr"])
+
+
+def _ternary_step(transcript: Transcript, t: int) -> tuple[Tensor, Tensor, float]:
+    """Seed 004, eq. (4): x^{k+1} = x^k − ε^k L_w Q(x^k) − ε^k λ^k g^k."""
+    hyper = transcript.public.hyper
+    lam = ternary_schedule(float(hyper["a1"]), float(hyper["a3"]), float(hyper["delta1"]), t)
+    eps = ternary_schedule(float(hyper["a2"]), float(hyper["a3"]), float(hyper["delta2"]), t)
+    W = transcript.public.mixing
+    off = W - torch.diag(torch.diag(W))
+    laplacian = torch.diag(off.sum(dim=1)) - off
+    return torch.eye(len(W), dtype=torch.float64), -eps * laplacian, eps * lam
+
+
+DYNAMICS: dict[str, Dynamics] = {
+    d.defense: d for d in (
+        Dynamics("dpsgd", Kind.MODEL, True, _dpsgd_step, "the local gradient"),
+        Dynamics("dp_dpsgd", Kind.MODEL, True, _dpsgd_step,
+                 "the local noisy gradient (clipped, with its DP noise: averaged over the window)"),
+        Dynamics("ternary", Kind.QUANTIZED_STATE, False, _ternary_step,
+                 "the local gradient up to the quantization draws, which enter as unknowns where unheard"),
+    )
+}
+"""The defenses whose messages the coalition attack models, by name."""
+
+UNMODELLED = {
+    "dpdl": "DPDL's state moves by a momentum built from cross-gradients that neighbours evaluate at each "
+            "other's models, not by one gradient per agent: the coalition recurrence is not modelled for it "
+            "(its curious-neighbour and listener scenarios attack the messages directly)",
+    "lt_admm_dp": "LT-ADMM-DP sends bridge variables on each link, not broadcasts of one state: the coalition "
+                  "recurrence is not modelled for it (its bridge scenario attacks a victim's links directly)",
+    "tvss_output": "Wang & Zhang Alg. 1 broadcasts its state plus fresh Laplace noise whose scale the schedule "
+                   "changes every round: the coalition recurrence is not modelled for it",
+    "tvss_gradient": "Wang & Zhang Alg. 2's recurrence is not modelled for the coalition attack",
+}
+"""Why the coalition attack does not run on the other shipped defenses (a failed row says this)."""
+
+
+def dynamics(defense: str) -> Dynamics:
+    """The defense's recurrence, or a one-line ValueError saying why there is none."""
+    if defense in DYNAMICS:
+        return DYNAMICS[defense]
+    if defense in UNMODELLED:
+        raise ValueError(UNMODELLED[defense])
+    raise ValueError(f"no coalition model for defense '{defense}' (modelled: {', '.join(sorted(DYNAMICS))})")
+
+
+def heard_agents(topology: Topology, coalition: Iterable[int]) -> list[int]:
+    """The coalition and every agent whose broadcasts reach it, sorted."""
+    members = set(coalition)
+    return sorted(members | {j for c in members for j in topology.neighbours(c)})
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """One block row of z: what it is (`gradient`, `state` at t0, or an unheard `draw`), whose, when."""
+
+    what: str
+    agent: int
+    round: int
+
+
+@dataclass
+class KnowledgeSystem:
+    """K z = y over one window, with the unknowns' names."""
+
+    unknowns: list[Unknown]
+    matrix: np.ndarray
+    observations: np.ndarray
+
+    def solve(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """(z: the minimum-norm least-squares solution [M, P], determined: whether each unknown is
+        fixed by the equations [M], relative residual ‖Kz − y‖/‖y‖)."""
+        u, s, vt = np.linalg.svd(self.matrix, full_matrices=False)
+        keep = s > s[0] * max(self.matrix.shape) * np.finfo(np.float64).eps * 16 if len(s) else s > 0
+        u, s, vt = u[:, keep], s[keep], vt[keep]
+        z = vt.T @ ((u.T @ self.observations) / s[:, None])
+        leftover = 1.0 - (vt ** 2).sum(axis=0)
+        residual = np.linalg.norm(self.matrix @ z - self.observations) / max(np.linalg.norm(self.observations), 1e-300)
+        return z, np.sqrt(np.clip(leftover, 0.0, None)) < IDENTIFIABLE_TOL, float(residual)
+
+
+class _Builder:
+    """Carries every agent's state as (coefficients over the unknowns, constant) through the
+    recurrence and collects one equation per heard message."""
+
+    def __init__(self, n: int, unknowns: list[Unknown], points: int) -> None:
+        self.index = {(u.what, u.agent, u.round): m for m, u in enumerate(unknowns)}
+        self.coef = np.zeros((n, len(unknowns)))
+        self.const = np.zeros((n, points))
+        self.rows: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
+
+    def unit(self, what: str, agent: int, round: int) -> np.ndarray:
+        row = np.zeros(len(self.index))
+        row[self.index[what, agent, round]] = 1.0
+        return row
+
+    def equation(self, agent: int, value: np.ndarray) -> None:
+        """State of `agent` (its current form) = `value`."""
+        self.rows.append(self.coef[agent].copy())
+        self.values.append(value - self.const[agent])
+
+
+def knowledge_system(transcript: Transcript, coalition: Iterable[int], first: int, last: int) -> KnowledgeSystem:
+    """The coalition's equations over rounds `first`..`last` (messages of both ends included):
+    KeyError naming a message the transcript lacks, ValueError for a defense not modelled."""
+    model = dynamics(transcript.public.defense)
+    members = sorted(set(coalition))
+    W = transcript.public.mixing
+    n = len(W)
+    topology_neighbours = {c: [j for j in torch.nonzero(W[c]).flatten().tolist() if j != c] for c in members}
+    heard = sorted(set(members) | {j for c in members for j in topology_neighbours[c]})
+    others = [k for k in range(n) if k not in members]
+    unknowns = [Unknown("gradient", k, first) for k in others]
+    start_known = heard if model.exact else members
+    if first > 0:
+        unknowns += [Unknown("state", k, first) for k in range(n) if k not in start_known]
+    if not model.exact:
+        unknowns += [Unknown("draw", k, t) for t in range(first, last) for k in range(n) if k not in heard]
+    points = transcript.public.initial_model.numel()
+    build = _Builder(n, unknowns, points)
+    x0 = transcript.public.initial_model.double().numpy()
+    for k in range(n):
+        if first == 0:
+            build.const[k] = x0
+        elif k in start_known:
+            build.const[k] = _state(transcript, model, k, first)
+        else:
+            build.coef[k] = build.unit("state", k, first)
+    for t in range(first, last + 1):
+        for k in (heard if model.exact else members):
+            if first == 0 or t > first or k not in start_known:
+                build.equation(k, _state(transcript, model, k, t))
+        if not model.exact:
+            for k in heard:
+                if k not in members:
+                    build.equation(k, _payload(transcript, model.kind, t, k))
+        if t == last:
+            break
+        A, B, s = model.step(transcript, t)
+        A, B = A.numpy(), None if B is None else B.numpy()
+        coef, const = A @ build.coef, A @ build.const
+        if B is not None:
+            message_coef = np.stack([np.zeros(len(unknowns)) if k in heard else build.unit("draw", k, t)
+                                     for k in range(n)])
+            message_const = np.stack([_payload(transcript, model.kind, t, k) if k in heard else np.zeros(points)
+                                      for k in range(n)])
+            coef, const = coef + B @ message_coef, const + B @ message_const
+        for k in range(n):
+            if k in members:
+                const[k] -= s * _disclosed(transcript, k, t, "gradient")
+            else:
+                coef[k] -= s * build.unit("gradient", k, first)
+        build.coef, build.const = coef, const
+    return KnowledgeSystem(unknowns, np.stack(build.rows), np.stack(build.values))
+
+
+def _payload(transcript: Transcript, kind: Kind, t: int, agent: int) -> np.ndarray:
+    return transcript.payload(kind, t, agent, None).double().numpy()
+
+
+def _disclosed(transcript: Transcript, agent: int, t: int, name: str) -> np.ndarray:
+    found = [d.value for d in transcript.disclosures if d.agent == agent and d.round == t and d.name == name]
+    if len(found) != 1:
+        raise KeyError(f"the coalition transcript lacks member {agent}'s own '{name}' at round {t}")
+    return found[0].double().numpy()
+
+
+def _state(transcript: Transcript, model: Dynamics, agent: int, t: int) -> np.ndarray:
+    """A heard state: the broadcast itself for exact messages, else a member's own disclosed state."""
+    if model.exact:
+        return _payload(transcript, model.kind, t, agent)
+    return _disclosed(transcript, agent, t, "state")
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What the coalition learns of one agent outside it."""
+
+    agent: int
+    exposed: bool
+    target: Target | None
+
+
+def recover(transcript: Transcript, coalition: Iterable[int], first: int, last: int) -> tuple[list[Recovered], float]:
+    """Every agent outside the coalition, with its gradient over rounds `first`..`last` as a
+    `Target` at its round-`first` point when the equations determine both; and the relative
+    residual of the solve."""
+    system = knowledge_system(transcript, coalition, first, last)
+    z, determined, residual = system.solve()
+    where = {(u.what, u.agent): m for m, u in enumerate(system.unknowns) if u.what in ("gradient", "state")}
+    x0 = transcript.public.initial_model.double()
+    found = []
+    for m, unknown in enumerate(system.unknowns):
+        if unknown.what != "gradient":
+            continue
+        k = unknown.agent
+        state = where.get(("state", k))
+        point = x0 if state is None else torch.from_numpy(z[state])
+        point_known = first == 0 or state is None or bool(determined[state])
+        if state is None and first > 0:
+            point = torch.from_numpy(_state(transcript, dynamics(transcript.public.defense), k, first))
+        exposed = bool(determined[m]) and point_known
+        target = Target(torch.from_numpy(z[m]), point.float(), k, first, kind="gradient_estimate") if exposed else None
+        found.append(Recovered(k, exposed, target))
+    return found, residual
+
+
+def exposure(topology: Topology, coalition: Iterable[int], defense: str, window: int) -> dict[int, bool]:
+    """Which agents outside the coalition a window of `window` rounds from round 0 exposes, from
+    the knowledge system's structure alone (no run needed): a transcript of zeros stands in."""
+    model = dynamics(defense)
+    members = sorted(set(coalition))
+    heard = heard_agents(topology, members)
+    public = PublicKnowledge(defense, topology.name, topology.W, "none", (1,), 1, torch.zeros(1),
+                             hyper={"lr": 1.0, "a1": 1.0, "a2": 1.0, "a3": 1.0, "delta1": 0.0, "delta2": 0.0})
+    messages = [Message(t, k, None, model.kind, torch.zeros(1)) for t in range(window + 1) for k in heard]
+    disclosures = [Disclosure(t, c, name, torch.zeros(1)) for t in range(window + 1) for c in members
+                   for name in ("gradient", "state")]
+    transcript = Transcript("coalition", None, messages, disclosures, public)
+    found, _ = recover(transcript, members, 0, window)
+    return {r.agent: r.exposed for r in found}
+

@@ -1,0 +1,166 @@
+"""Coalition findings: what a coalition of curious agents recovers of every other agent
+(`attacks.coalition`), each recovered update inverted by the table's attack and scored against
+that agent's batch, written as one results row per attacked round with a figure of the graph
+coloured by exposure.
+
+As for single-victim inversions, the ground truth (every agent's batch rows and gradient at the
+attacked round, recorded by a `Witnesses` tap) meets the attacker's output only after the attack,
+in `privaudit.metrics`; the recovered update's relative error is measured against the gradient
+the agent really used at that round. A defense whose messages the coalition attack does not model
+gives a failed row saying why, and the campaign goes on.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from typing import Any
+
+import torch
+
+from attacks.coalition import DYNAMICS, dynamics, recover
+from attacks.inversion import INVERSIONS
+from defenses.base import Defense
+from privaudit import __version__
+from privaudit.campaign.cells import AttackCell
+from privaudit.campaign.inversion_findings import attack_batch_size, baseline, save_images
+from privaudit.errors import ConfigError
+from privaudit.metrics import score_reconstruction
+from privaudit.results import ResultsStore
+from privaudit.topology import Topology
+from privaudit.wire import Coalition, Tap, Transcript, Witnesses
+
+
+def window(cell: AttackCell, topology: Topology) -> int:
+    """Rounds heard after the attacked round: the table's, else N (information crosses at most
+    one link per round, so N rounds reach every agent of a connected graph)."""
+    return cell.attack.window or topology.n
+
+
+def plan_coalition(cell: AttackCell, defense: Defense) -> tuple[Tap, Tap]:
+    """The coalition's tap over the attacked round and its window, and the witnesses' tap; a
+    ConfigError naming the cell for agents or rounds the run does not have."""
+    run = cell.training.run
+    topology = defense.setup.topology
+    last = cell.round + window(cell, topology)
+    if last >= run.rounds:
+        raise ConfigError(f"{cell.where}: the coalition reads rounds {cell.round}..{last}, but '{run.name}' runs "
+                          f"{run.rounds} rounds (0..{run.rounds - 1}); lower window or raise rounds")
+    agents = cell.attack.agents or []
+    kinds = [DYNAMICS[run.kind].kind] if run.kind in DYNAMICS else []
+    tap = Coalition(agents, rounds=range(cell.round, last + 1), kinds=kinds)
+    try:
+        tap.check(topology)
+    except ValueError as error:
+        raise ConfigError(f"{cell.where}: {error}") from None
+    others = [k for k in range(topology.n) if k not in set(agents)]
+    return tap, Witnesses(others if kinds else [], rounds=[cell.round])
+
+
+def _graph_png(topology: Topology, members: list[int], exposed: dict[int, bool]) -> bytes:
+    """The graph with the coalition in red, exposed agents in orange, the others in grey."""
+    import matplotlib
+    import networkx as nx
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = ["#c0392b" if k in members else "#e67e22" if exposed.get(k) else "#bdc3c7" for k in range(topology.n)]
+    figure, axis = plt.subplots(figsize=(4.5, 3.2))
+    layout = nx.kamada_kawai_layout(topology.graph)
+    nx.draw_networkx(topology.graph, layout, ax=axis, node_color=colours, node_size=260, font_size=8)
+    axis.set_title("coalition (red), exposed (orange), hidden (grey)", fontsize=8)
+    axis.axis("off")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def _truth(witnesses: Transcript, agent: int, round: int, name: str) -> torch.Tensor | None:
+    found = [d.value for d in witnesses.disclosures if d.agent == agent and d.round == round and d.name == name]
+    return found[0] if found else None
+
+
+def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcript, witnesses: Transcript,
+                       store: ResultsStore) -> dict[str, Any]:
+    """Solve the coalition's knowledge system, invert every exposed agent's update and score it;
+    the row fields (status, per-agent results, the exposure figure)."""
+    started = time.perf_counter()
+    setup, data = defense.setup, defense.setup.data
+    members = sorted(cell.attack.agents or [])
+    last = cell.round + window(cell, setup.topology)
+    fields: dict[str, Any] = {"coalition": members, "window": last - cell.round, "agents": [], "exposed": 0}
+    try:
+        fields["recovers"] = dynamics(cell.training.run.kind).recovers
+        found, residual = recover(transcript, members, cell.round, last)
+    except (KeyError, ValueError) as error:
+        reason = error.args[0] if error.args else str(error)
+        return fields | {"status": f"failed: {reason}", "wall_s": time.perf_counter() - started, "artifacts": {}}
+    batch_size = attack_batch_size(cell, defense)
+    neighbours = {j for c in members for j in setup.topology.neighbours(c)}
+    agents = []
+    for item in found:
+        rows = _truth(witnesses, item.agent, cell.round, "batch")
+        gradient = _truth(witnesses, item.agent, cell.round, "gradient")
+        entry: dict[str, Any] = {"agent": item.agent, "exposed": item.exposed,
+                                 "role": "neighbour" if item.agent in neighbours else "beyond",
+                                 "relative_error": None, "metrics": None, "baseline": None, "status": "hidden",
+                                 "artifacts": {}}
+        if item.exposed and rows is not None and len(rows.reshape(-1)):
+            rows = rows.reshape(-1).long()
+            if gradient is not None:
+                true = gradient.double()
+                entry["relative_error"] = float((item.target.gradient - true).norm() / true.norm().clamp_min(1e-300))
+            result = cell.attack.attack().run(item.target, setup.model, input_shape=data.shape,
+                                              num_classes=data.num_classes, batch_size=batch_size,
+                                              normalisation=data.normalisation, seed=setup.seed)
+            original = data.x_train[rows]
+            entry["status"] = result.status
+            entry["baseline"] = baseline(setup, rows, setup.seed)
+            if result.images is not None:
+                scores = score_reconstruction(result.images.float(), original, data.normalisation,
+                                              labels=result.labels, true_labels=data.y_train[rows])
+                summary = scores.summary()
+                entry["metrics"] = {key: summary[key] for key in ("mse", "psnr", "ssim", "label_acc")}
+                entry["artifacts"] = save_images(store, f"{cell.id}/agent{item.agent}", original,
+                                                 result.images.float(), scores.pairs, data.normalisation)
+        agents.append(entry)
+    exposed = {entry["agent"]: entry["exposed"] for entry in agents}
+    figure = store.write_artifact(cell.id, "exposure.png", _graph_png(setup.topology, members, exposed))
+    return fields | {"status": "ok", "agents": agents, "exposed": sum(exposed.values()), "residual": residual,
+                     "wall_s": time.perf_counter() - started, "artifacts": {"graph": figure}}
+
+
+def coalition_row(cell: AttackCell, found: dict[str, Any]) -> dict[str, Any]:
+    """A coalition cell's results row: its identity and what `found` says it found."""
+    run, training = cell.training.run, cell.training
+    return {
+        "type": "coalition",
+        "cell": cell.id,
+        "group": cell.group,
+        "training": training.id,
+        "label": cell.label,
+        "attack": cell.attack.kind,
+        "attack_title": INVERSIONS[cell.attack.kind].title,
+        "defense": run.kind,
+        "defense_label": run.name,
+        "defense_table": training.table_label,
+        "setting": training.setting,
+        "threat": "coalition",
+        "round": cell.round,
+        "seed": training.seed,
+        **found,
+        "config": cell.describe(),
+        "version": __version__,
+    }
+
+
+def coalition_headline(row: dict[str, Any]) -> str:
+    """How a coalition cell ended, in one line."""
+    if row["status"] != "ok":
+        return row["status"]
+    scored = [a for a in row["agents"] if a["metrics"] and a["metrics"]["psnr"] is not None]
+    best = max((a["metrics"]["psnr"] for a in scored), default=None)
+    text = f"{row['exposed']} of {len(row['agents'])} agents exposed"
+    return text + ("" if best is None else f", best PSNR {best:.1f} dB")

@@ -1,0 +1,38 @@
+"""The coalition section of the report: for each coalition attack, which agents the curious
+agents expose (the graph coloured by exposure), and for each exposed agent the relative error of
+its recovered update and the inversion's scores beside the noise floor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from reports.inversion import _artifact, row_type
+
+
+def _entry(row: dict[str, Any], results_dir: Path) -> dict[str, Any]:
+    agents = []
+    for agent in row.get("agents", []):
+        metrics, floor = agent.get("metrics") or {}, agent.get("baseline") or {}
+        reconstruction = (agent.get("artifacts") or {}).get("reconstruction")
+        agents.append({
+            "agent": agent["agent"], "role": agent.get("role", ""),
+            "exposed": "exposed" if agent.get("exposed") else "hidden",
+            "relative_error": agent.get("relative_error"), "psnr": metrics.get("psnr"),
+            "floor": floor.get("psnr"), "ssim": metrics.get("ssim"), "status": agent.get("status", ""),
+            "image": _artifact(results_dir, reconstruction, "reconstruction") if reconstruction else None,
+        })
+    graph = (row.get("artifacts") or {}).get("graph")
+    return {
+        "title": f"{row.get('defense_label', '?')} · {row.get('label', '?')}, round {row.get('round', '?')}, "
+                 f"seed {row.get('seed', '?')}",
+        "coalition": ", ".join(str(a) for a in row.get("coalition", [])),
+        "window": row.get("window"), "recovers": row.get("recovers", ""), "status": row.get("status", ""),
+        "exposed": row.get("exposed", 0), "outside": len(agents), "residual": row.get("residual"),
+        "graph": _artifact(results_dir, graph, "exposure figure") if graph else None, "agents": agents,
+    }
+
+
+def coalition_section(rows: list[dict[str, Any]], results_dir: Path) -> list[dict[str, Any]]:
+    """One entry per coalition row, in the order they finished."""
+    return [_entry(row, results_dir) for row in rows if row_type(row) == "coalition"]
