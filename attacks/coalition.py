@@ -13,18 +13,21 @@ built here by carrying every agent's state as a linear form through the defense'
 
     x^{t+1} = A_t x^t + B_t m^t − s_t g^t          (`Dynamics`),
 
-where m^t is what agents broadcast (their state, or a random draw around it). Unknown gradients
-follow the paper's similarity assumption: agent k's gradient is one unknown g_k over the window
-(it moves by about s_t·‖∇²f‖·‖g‖ per round, which is the error that assumption costs: small
-step sizes and short windows make it small). The coalition's own gradients are known exactly
-(its members disclose them to themselves).
+where m^t is what agents broadcast (their state, or a random draw around it). The system is
+solved twice. Without any assumption, every agent's gradient at every round is its own unknown:
+what that determines is exact up to the float32 rounding of the payloads (amplified by 1/s_t) —
+in D-PSGD, the coalition's neighbours at the first round of the window. With the paper's
+similarity assumption, agent k's gradient is one unknown g_k over the window: far more agents are
+determined, but the gradient moves by about s_t·‖∇²f‖·‖g‖ per round, and that drift is the error
+the assumption costs, amplified for agents far from the coalition (each hop weakens their trace
+in what the coalition hears). The coalition's own gradients are known (its members disclose them
+to themselves).
 
-Which agents are exposed is computed, not guessed: z_m is determined by the heard messages
-exactly when the unit vector e_m lies in the row space of K, i.e. when the minimum-norm
-least-squares solution's component m does not move along K's null space. Identifiability
-depends on the graph, the coalition, the window and the defense's recurrence, never on the data.
-Everything is float64; the only error besides the similarity assumption is the float32 rounding
-of the heard payloads, amplified by 1/s_t (reported through the residual).
+Which agents are exposed, and how (`EXPOSURES`), is computed, not guessed: z_m is determined by
+the heard messages exactly when the unit vector e_m lies in the row space of K, i.e. when the
+minimum-norm least-squares solution's component m does not move along K's null space.
+Identifiability depends on the graph, the coalition, the window and the defense's recurrence,
+never on the data. Everything is computed in float64.
 """
 
 from __future__ import annotations
@@ -135,7 +138,8 @@ class KnowledgeSystem:
 
     def solve(self) -> tuple[np.ndarray, np.ndarray, float]:
         """(z: the minimum-norm least-squares solution [M, P], determined: whether each unknown is
-        fixed by the equations [M], relative residual ‖Kz − y‖/‖y‖)."""
+        fixed by the equations [M], relative residual ‖Kz − y‖/‖y‖: how far the messages are from
+        the system's model of them)."""
         u, s, vt = np.linalg.svd(self.matrix, full_matrices=False)
         keep = s > s[0] * max(self.matrix.shape) * np.finfo(np.float64).eps * 16 if len(s) else s > 0
         u, s, vt = u[:, keep], s[keep], vt[keep]
@@ -167,9 +171,12 @@ class _Builder:
         self.values.append(value - self.const[agent])
 
 
-def knowledge_system(transcript: Transcript, coalition: Iterable[int], first: int, last: int) -> KnowledgeSystem:
-    """The coalition's equations over rounds `first`..`last` (messages of both ends included):
-    KeyError naming a message the transcript lacks, ValueError for a defense not modelled."""
+def knowledge_system(transcript: Transcript, coalition: Iterable[int], first: int, last: int,
+                     constant: bool = True) -> KnowledgeSystem:
+    """The coalition's equations over rounds `first`..`last` (messages of both ends included),
+    with one gradient unknown per agent over the window (`constant`, the paper's assumption) or
+    one per agent and round (no assumption): KeyError naming a message the transcript lacks,
+    ValueError for a defense not modelled."""
     model = dynamics(transcript.public.defense)
     members = sorted(set(coalition))
     W = transcript.public.mixing
@@ -177,7 +184,7 @@ def knowledge_system(transcript: Transcript, coalition: Iterable[int], first: in
     topology_neighbours = {c: [j for j in torch.nonzero(W[c]).flatten().tolist() if j != c] for c in members}
     heard = sorted(set(members) | {j for c in members for j in topology_neighbours[c]})
     others = [k for k in range(n) if k not in members]
-    unknowns = [Unknown("gradient", k, first) for k in others]
+    unknowns = [Unknown("gradient", k, t) for k in others for t in ([first] if constant else range(first, last))]
     start_known = heard if model.exact else members
     if first > 0:
         unknowns += [Unknown("state", k, first) for k in range(n) if k not in start_known]
@@ -216,7 +223,7 @@ def knowledge_system(transcript: Transcript, coalition: Iterable[int], first: in
             if k in members:
                 const[k] -= s * _disclosed(transcript, k, t, "gradient")
             else:
-                coef[k] -= s * build.unit("gradient", k, first)
+                coef[k] -= s * build.unit("gradient", k, first if constant else t)
         build.coef, build.const = coef, const
     return KnowledgeSystem(unknowns, np.stack(build.rows), np.stack(build.values))
 
@@ -239,40 +246,67 @@ def _state(transcript: Transcript, model: Dynamics, agent: int, t: int) -> np.nd
     return _disclosed(transcript, agent, t, "state")
 
 
+EXPOSURES = ("exact", "assumed", "hidden")
+"""How an agent's update at the attacked round is determined by what the coalition heard: by the
+messages alone (`exact`: only the payloads' rounding errs), only under the constant-gradient
+assumption (`assumed`: the gradient's drift over the window errs, amplified with the distance), or
+not at all (`hidden`)."""
+
+
 @dataclass(frozen=True)
 class Recovered:
-    """What the coalition learns of one agent outside it."""
+    """What the coalition learns of one agent outside it: its exposure (one of `EXPOSURES`) and,
+    unless hidden, its update at the attacked round as a `Target`."""
 
     agent: int
-    exposed: bool
+    exposure: str
     target: Target | None
 
 
-def recover(transcript: Transcript, coalition: Iterable[int], first: int, last: int) -> tuple[list[Recovered], float]:
-    """Every agent outside the coalition, with its gradient over rounds `first`..`last` as a
-    `Target` at its round-`first` point when the equations determine both; and the relative
-    residual of the solve."""
-    system = knowledge_system(transcript, coalition, first, last)
-    z, determined, residual = system.solve()
-    where = {(u.what, u.agent): m for m, u in enumerate(system.unknowns) if u.what in ("gradient", "state")}
-    x0 = transcript.public.initial_model.double()
-    found = []
-    for m, unknown in enumerate(system.unknowns):
-        if unknown.what != "gradient":
+def _determined(transcript: Transcript, coalition: list[int], first: int, last: int,
+                constant: bool) -> dict[int, Target]:
+    """The agents whose round-`first` gradient and point the system determines, with them."""
+    system = knowledge_system(transcript, coalition, first, last, constant)
+    z, determined, _ = system.solve()
+    at = {(u.what, u.agent, u.round): m for m, u in enumerate(system.unknowns)}
+    found = {}
+    for k in range(len(transcript.public.W)):
+        gradient = at.get(("gradient", k, first))
+        if gradient is None or not determined[gradient]:
             continue
-        k = unknown.agent
-        state = where.get(("state", k))
-        point = x0 if state is None else torch.from_numpy(z[state])
-        point_known = first == 0 or state is None or bool(determined[state])
-        if state is None and first > 0:
-            point = torch.from_numpy(_state(transcript, dynamics(transcript.public.defense), k, first))
-        exposed = bool(determined[m]) and point_known
-        target = Target(torch.from_numpy(z[m]), point.float(), k, first, kind="gradient_estimate") if exposed else None
-        found.append(Recovered(k, exposed, target))
-    return found, residual
+        state = at.get(("state", k, first))
+        if state is None:
+            point = (transcript.public.initial_model.double() if first == 0 else
+                     torch.from_numpy(_state(transcript, dynamics(transcript.public.defense), k, first)))
+        elif determined[state]:
+            point = torch.from_numpy(z[state])
+        else:
+            continue
+        found[k] = Target(torch.from_numpy(z[gradient]), point.float(), k, first, kind="gradient_estimate")
+    return found
 
 
-def exposure(topology: Topology, coalition: Iterable[int], defense: str, window: int) -> dict[int, bool]:
+def recover(transcript: Transcript, coalition: Iterable[int], first: int, last: int) -> list[Recovered]:
+    """Every agent outside the coalition with its exposure and, unless hidden, its update at round
+    `first` and the point it was computed at: from the assumption-free system where that
+    determines it, else from the constant-gradient one."""
+    members = sorted(set(coalition))
+    exact = _determined(transcript, members, first, last, constant=False)
+    assumed = _determined(transcript, members, first, last, constant=True)
+    found = []
+    for k in range(len(transcript.public.W)):
+        if k in members:
+            continue
+        if k in exact:
+            found.append(Recovered(k, "exact", exact[k]))
+        elif k in assumed:
+            found.append(Recovered(k, "assumed", assumed[k]))
+        else:
+            found.append(Recovered(k, "hidden", None))
+    return found
+
+
+def exposure(topology: Topology, coalition: Iterable[int], defense: str, window: int) -> dict[int, str]:
     """Which agents outside the coalition a window of `window` rounds from round 0 exposes, from
     the knowledge system's structure alone (no run needed): a transcript of zeros stands in."""
     model = dynamics(defense)
@@ -284,6 +318,5 @@ def exposure(topology: Topology, coalition: Iterable[int], defense: str, window:
     disclosures = [Disclosure(t, c, name, torch.zeros(1)) for t in range(window + 1) for c in members
                    for name in ("gradient", "state")]
     transcript = Transcript("coalition", None, messages, disclosures, public)
-    found, _ = recover(transcript, members, 0, window)
-    return {r.agent: r.exposed for r in found}
+    return {r.agent: r.exposure for r in recover(transcript, members, 0, window)}
 

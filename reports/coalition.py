@@ -17,7 +17,7 @@ def _entry(row: dict[str, Any], results_dir: Path) -> dict[str, Any]:
         reconstruction = (agent.get("artifacts") or {}).get("reconstruction")
         agents.append({
             "agent": agent["agent"], "role": agent.get("role", ""),
-            "exposed": "exposed" if agent.get("exposed") else "hidden",
+            "exposure": {"exact": "exact", "assumed": "under the assumption"}.get(agent.get("exposure"), "hidden"),
             "relative_error": agent.get("relative_error"), "psnr": metrics.get("psnr"),
             "floor": floor.get("psnr"), "ssim": metrics.get("ssim"), "status": agent.get("status", ""),
             "image": _artifact(results_dir, reconstruction, "reconstruction") if reconstruction else None,
@@ -28,7 +28,7 @@ def _entry(row: dict[str, Any], results_dir: Path) -> dict[str, Any]:
                  f"seed {row.get('seed', '?')}",
         "coalition": ", ".join(str(a) for a in row.get("coalition", [])),
         "window": row.get("window"), "recovers": row.get("recovers", ""), "status": row.get("status", ""),
-        "exposed": row.get("exposed", 0), "outside": len(agents), "residual": row.get("residual"),
+        "exposed": row.get("exposed", 0), "exact": row.get("exact", 0), "outside": len(agents),
         "graph": _artifact(results_dir, graph, "exposure figure") if graph else None, "agents": agents,
     }
 

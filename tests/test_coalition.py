@@ -28,35 +28,38 @@ def _gossip(topology: Topology, gradients: np.ndarray, rounds: int, lr: float, m
     return Transcript("coalition", None, messages, disclosures, public)
 
 
-def test_a_curious_end_of_a_line_recovers_every_constant_gradient_exactly():
+def test_a_curious_end_of_a_line_recovers_every_constant_gradient():
+    """Where the gradients really are constant, the assumption costs nothing: every agent's is
+    recovered to rounding; only the neighbour is determined without the assumption."""
     topology = Topology.build("line", 6)
     gradients = np.random.default_rng(0).normal(size=(6, 5))
-    found, residual = recover(_gossip(topology, gradients, 8, 0.1, [0]), [0], 0, 8)
-    assert [r.agent for r in found] == [1, 2, 3, 4, 5] and all(r.exposed for r in found)
+    found = recover(_gossip(topology, gradients, 8, 0.1, [0]), [0], 0, 8)
+    assert [(r.agent, r.exposure) for r in found] == [(1, "exact")] + [(k, "assumed") for k in range(2, 6)]
     for r in found:
         error = np.linalg.norm(r.target.gradient.numpy() - gradients[r.agent]) / np.linalg.norm(gradients[r.agent])
         assert error < 1e-6, (r.agent, error)
-    assert residual < 1e-10
 
 
 def test_a_window_shorter_than_the_distance_hides_the_far_agents():
     """Information crosses one link per round: after 2 rounds agent 0 of a line has heard nothing
     that depends on agents 3..5, and the system says so."""
     topology = Topology.build("line", 6)
-    assert exposure(topology, [0], "dpsgd", 2) == {1: True, 2: True, 3: False, 4: False, 5: False}
-    assert all(exposure(topology, [0], "dpsgd", 6).values())
+    assert exposure(topology, [0], "dpsgd", 2) == {1: "exact", 2: "assumed", 3: "hidden", 4: "hidden", 5: "hidden"}
+    assert "hidden" not in exposure(topology, [0], "dpsgd", 6).values()
 
 
 def test_fresh_quantization_draws_hide_everyone_from_a_coalition_on_a_ring():
     """Ternary agents mix each other's random draws; the coalition never hears those of
     non-neighbours, so each round adds unknowns as fast as equations."""
-    assert not any(exposure(Topology.build("ring", 8), [0], "ternary", 8).values())
+    assert set(exposure(Topology.build("ring", 8), [0], "ternary", 8).values()) == {"hidden"}
 
 
 def test_the_system_has_one_equation_per_heard_message():
     topology = Topology.build("ring", 5)
     system = knowledge_system(_gossip(topology, np.ones((5, 3)), 4, 0.1, [0]), [0], 0, 4)
     assert system.matrix.shape == (3 * 5, 4) and system.observations.shape == (15, 3)
+    per_round = knowledge_system(_gossip(topology, np.ones((5, 3)), 4, 0.1, [0]), [0], 0, 4, constant=False)
+    assert per_round.matrix.shape == (15, 4 * 4)
 
 
 def _campaign(defenses, attack):
@@ -72,7 +75,7 @@ def test_a_coalition_campaign_runs_and_reports_each_agent(tmp_path):
     from privaudit.campaign.run import run_campaign
     from reports.html import render_report
 
-    raw = _campaign([{"kind": "dpsgd", "label": "D-PSGD", "lr": 0.001},
+    raw = _campaign([{"kind": "dpsgd", "label": "D-PSGD", "lr": 0.002},
                      {"kind": "dpdl", "label": "DPDL", "noise_multiplier": 1.0}],
                     {"kind": "idlg", "label": "coalition", "threat": "coalition", "agents": [0], "rounds": [0],
                      "window": 6, "defense": ["D-PSGD", "DPDL"]})
@@ -80,9 +83,10 @@ def test_a_coalition_campaign_runs_and_reports_each_agent(tmp_path):
     rows = store.rows()
     found = {row["defense_label"]: row for row in rows if row.get("type") == "coalition"}
     dpsgd, dpdl = found["D-PSGD"], found["DPDL"]
-    assert dpsgd["status"] == "ok" and dpsgd["exposed"] == 5
+    assert dpsgd["status"] == "ok" and dpsgd["exposed"] == 5 and dpsgd["exact"] == 1
     neighbour = next(a for a in dpsgd["agents"] if a["agent"] == 1)
-    assert neighbour["relative_error"] < 1e-3 and neighbour["metrics"]["psnr"] > 30
+    assert neighbour["exposure"] == "exact"
+    assert neighbour["relative_error"] < 1e-4 and neighbour["metrics"]["psnr"] > 30
     assert dpdl["status"].startswith("failed: DPDL") and dpdl["agents"] == []
     assert 'id="coalition"' in render_report(tmp_path / "out").read_text()
 

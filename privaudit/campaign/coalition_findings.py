@@ -57,19 +57,22 @@ def plan_coalition(cell: AttackCell, defense: Defense) -> tuple[Tap, Tap]:
     return tap, Witnesses(others if kinds else [], rounds=[cell.round])
 
 
-def _graph_png(topology: Topology, members: list[int], exposed: dict[int, bool]) -> bytes:
-    """The graph with the coalition in red, exposed agents in orange, the others in grey."""
+def _graph_png(topology: Topology, members: list[int], exposure: dict[int, str]) -> bytes:
+    """The graph with the coalition in red, exactly exposed agents in dark orange, agents exposed
+    under the constant-gradient assumption in light orange, hidden ones in grey."""
     import matplotlib
     import networkx as nx
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colours = ["#c0392b" if k in members else "#e67e22" if exposed.get(k) else "#bdc3c7" for k in range(topology.n)]
+    shade = {"exact": "#d35400", "assumed": "#f5b041", "hidden": "#bdc3c7"}
+    colours = ["#c0392b" if k in members else shade[exposure[k]] for k in range(topology.n)]
     figure, axis = plt.subplots(figsize=(4.5, 3.2))
     layout = nx.kamada_kawai_layout(topology.graph)
     nx.draw_networkx(topology.graph, layout, ax=axis, node_color=colours, node_size=260, font_size=8)
-    axis.set_title("coalition (red), exposed (orange), hidden (grey)", fontsize=8)
+    axis.set_title("coalition (red); exposed exactly (dark orange), under the assumption (light); hidden (grey)",
+                   fontsize=7)
     axis.axis("off")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
@@ -93,7 +96,7 @@ def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcrip
     fields: dict[str, Any] = {"coalition": members, "window": last - cell.round, "agents": [], "exposed": 0}
     try:
         fields["recovers"] = dynamics(cell.training.run.kind).recovers
-        found, residual = recover(transcript, members, cell.round, last)
+        found = recover(transcript, members, cell.round, last)
     except (KeyError, ValueError) as error:
         reason = error.args[0] if error.args else str(error)
         return fields | {"status": f"failed: {reason}", "wall_s": time.perf_counter() - started, "artifacts": {}}
@@ -103,11 +106,11 @@ def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcrip
     for item in found:
         rows = _truth(witnesses, item.agent, cell.round, "batch")
         gradient = _truth(witnesses, item.agent, cell.round, "gradient")
-        entry: dict[str, Any] = {"agent": item.agent, "exposed": item.exposed,
+        entry: dict[str, Any] = {"agent": item.agent, "exposure": item.exposure,
                                  "role": "neighbour" if item.agent in neighbours else "beyond",
                                  "relative_error": None, "metrics": None, "baseline": None, "status": "hidden",
                                  "artifacts": {}}
-        if item.exposed and rows is not None and len(rows.reshape(-1)):
+        if item.target is not None and rows is not None and len(rows.reshape(-1)):
             rows = rows.reshape(-1).long()
             if gradient is not None:
                 true = gradient.double()
@@ -126,9 +129,10 @@ def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcrip
                 entry["artifacts"] = save_images(store, f"{cell.id}/agent{item.agent}", original,
                                                  result.images.float(), scores.pairs, data.normalisation)
         agents.append(entry)
-    exposed = {entry["agent"]: entry["exposed"] for entry in agents}
-    figure = store.write_artifact(cell.id, "exposure.png", _graph_png(setup.topology, members, exposed))
-    return fields | {"status": "ok", "agents": agents, "exposed": sum(exposed.values()), "residual": residual,
+    exposure = {entry["agent"]: entry["exposure"] for entry in agents}
+    figure = store.write_artifact(cell.id, "exposure.png", _graph_png(setup.topology, members, exposure))
+    return fields | {"status": "ok", "agents": agents, "exposed": sum(e != "hidden" for e in exposure.values()),
+                     "exact": sum(e == "exact" for e in exposure.values()),
                      "wall_s": time.perf_counter() - started, "artifacts": {"graph": figure}}
 
 
@@ -162,5 +166,5 @@ def coalition_headline(row: dict[str, Any]) -> str:
         return row["status"]
     scored = [a for a in row["agents"] if a["metrics"] and a["metrics"]["psnr"] is not None]
     best = max((a["metrics"]["psnr"] for a in scored), default=None)
-    text = f"{row['exposed']} of {len(row['agents'])} agents exposed"
+    text = f"{row['exposed']} of {len(row['agents'])} agents exposed ({row.get('exact', 0)} exactly)"
     return text + ("" if best is None else f", best PSNR {best:.1f} dB")
