@@ -50,7 +50,7 @@ from privaudit.limits import MAX_SEED, require
 
 Target = Literal["eps", "delta"]
 TestKind = Literal["auto", "classifier"]
-Status = Literal["refuted", "consistent", "not evaluable"]
+Status = Literal["refuted", "consistent", "inconclusive", "not evaluable"]
 
 SELECT_FRACTION = 0.25
 """Share of each input's samples that chooses the test; the rest estimate its rates."""
@@ -92,6 +92,14 @@ def delta_lower_bound(fpr_upper: Any, fnr_upper: Any, eps: float) -> np.ndarray:
     a, b = np.asarray(fpr_upper, dtype=np.float64), np.asarray(fnr_upper, dtype=np.float64)
     growth = math.exp(eps)
     return np.maximum(np.maximum(1.0 - b - growth * a, 1.0 - a - growth * b), 0.0)
+
+
+def perfect_test_eps(trials: int, confidence: float, delta: float) -> float:
+    """The ε_LB a test that never errs reaches on `trials` fresh runs per side, each rate bounded
+    at √confidence as `bound_test` does: the most an audit of that size can ever show. A claim
+    at or above it cannot be refuted by such an audit, whatever the attack."""
+    upper = clopper_pearson_upper(0, trials, math.sqrt(confidence))
+    return float(eps_lower_bound(upper, upper, delta))
 
 
 def _objective(target: Target, at: float) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
@@ -335,11 +343,15 @@ class Verdict:
         return asdict(self)
 
 
-def _compare(claimed_eps: float, claimed_delta: float, delta_bound: Bound) -> Status:
-    """Refuted when, at the claimed ε, the outputs force a δ above the claimed δ."""
+def _compare(claimed_eps: float, claimed_delta: float, delta_bound: Bound, eps_bound: Bound) -> Status:
+    """Refuted when, at the claimed ε, the outputs force a δ above the claimed δ; inconclusive when
+    they force nothing at all (δ_LB = 0 and ε_LB = 0: no evidence at this strength, which is not
+    evidence of privacy); consistent otherwise."""
     if not math.isclose(delta_bound.at, claimed_eps):
         raise ValueError(f"the δ bound is at ε = {delta_bound.at}, the claim at ε = {claimed_eps}")
-    return "refuted" if delta_bound.value > claimed_delta else "consistent"
+    if delta_bound.value > claimed_delta:
+        return "refuted"
+    return "consistent" if delta_bound.value > 0 or eps_bound.value > 0 else "inconclusive"
 
 
 def judge(audited: MechanismClaim | None, title: str, pair: Pair, eps_bound: Bound, delta_bound: Bound) -> Verdict:
@@ -359,7 +371,7 @@ def judge(audited: MechanismClaim | None, title: str, pair: Pair, eps_bound: Bou
         reason = audited.unevaluable
         if audited.reading is not None and distance <= 1 + 1e-9:
             eps, delta, how = audited.reading
-            status = _compare(eps, delta, delta_bound)
+            status = _compare(eps, delta, delta_bound, eps_bound)
             reason += (f"; under the reading {how} it would be {status}: δ_LB = {delta_bound.value:.4g} at "
                        f"ε = {eps:.4g} ({confidence})")
         elif audited.reading is not None:
@@ -367,9 +379,11 @@ def judge(audited: MechanismClaim | None, title: str, pair: Pair, eps_bound: Bou
         return Verdict("not evaluable", statement, reason)
     if distance > 1 + 1e-9:
         return Verdict("not evaluable", statement, outside)
-    status = _compare(audited.eps, audited.delta, delta_bound)
+    status = _compare(audited.eps, audited.delta, delta_bound, eps_bound)
     measured = (f"at ε = {audited.eps:.4g} the outputs force δ ≥ {delta_bound.value:.4g} ({confidence}), "
                 f"{'above' if status == 'refuted' else 'not above'} the claimed δ = {audited.delta:.4g}")
+    if status == "inconclusive":
+        measured = f"no evidence at this strength: {measured}"
     if audited.eps > 0:
         measured += (f"; ε_LB = {eps_bound.value:.4g} at δ = {eps_bound.at:.4g} against the claimed "
                      f"ε = {audited.eps:.4g}")

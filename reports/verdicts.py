@@ -10,7 +10,10 @@ Statuses, from the worst finding down, each claimed only as far as the rows show
   runs — an accounting finding, not an attack;
 - **no privacy**: the defense claims none; the strongest leakage the attacks found is quoted from
   their own sections' leads (`reports/inversion.py`, `reports/membership.py`);
-- **consistent**: audited, and no audit refutes the claim (a lower bound never proves a claim);
+- **consistent**: an audit with the power to refute found evidence short of the claim, and none
+  refutes it (a lower bound never proves a claim);
+- **inconclusive**: audited, but no audit found evidence at its strength (every bound 0), or none
+  could have refuted the claim with the runs it had — never shown as green;
 - **not evaluable**: every audit says it cannot judge the claim, and why;
 - **not audited**: a claim without an empirical bound in these results;
 - **failed**: an audit of its own whose every attempt failed.
@@ -36,7 +39,8 @@ MEANINGS = {
     "refuted": "an empirical lower bound exceeds the claim",
     "understated": "the claim is below the sound accountant",
     "no privacy": "no privacy claimed",
-    "consistent": "audited; no audit refutes the claim",
+    "consistent": "audited with the power to refute; no audit refutes the claim",
+    "inconclusive": "audited; no evidence at this strength either way",
     "not evaluable": "the audit cannot judge the claim",
     "not audited": "no empirical bound; accounting only",
     "failed": "every attempt of the audit failed",
@@ -129,12 +133,19 @@ def _audit_status(evidence: _Evidence) -> tuple[str, str] | None:
             sentence += (f". With {len(evidence.ok)} audits, the chance that one refutes a true claim is at most "
                          f"{100 * min(chance, 1):.3g} % (union bound)")
         return "refuted", sentence
-    consistent = evidence.by_status.get("consistent", [])
+    consistent = [row for row in evidence.by_status.get("consistent", []) if (_bound_value(row) or 0) > 0]
+    inconclusive = evidence.by_status.get("inconclusive", []) + [
+        row for row in evidence.by_status.get("consistent", []) if (_bound_value(row) or 0) <= 0]
     if consistent:
         best = evidence.best(consistent) or consistent[0]
         reason = (best.get("verdict") or {}).get("reason") or f"the strongest finds {main_bound_text(best)}"
         return "consistent", (f"No audit refutes the claim: {reason.rstrip('.')}. A lower bound can contradict "
                               "a claim, never prove it.")
+    if inconclusive:
+        best = evidence.best(inconclusive) or inconclusive[0]
+        reason = (best.get("verdict") or {}).get("reason") or f"the strongest finds {main_bound_text(best)}"
+        return "inconclusive", (f"Inconclusive: the audits found no evidence at this strength ({reason.rstrip('.')}). "
+                                "That is not evidence of privacy.")
     if evidence.ok:
         reason = (evidence.ok[0].get("verdict") or {}).get("reason") or "no reason stored"
         return "not evaluable", f"The audit cannot judge the claim: {reason}"

@@ -49,7 +49,9 @@ def test_canary_audit_runs_on_the_targeted_defense_and_is_judged_against_its_cla
     assert set(rows) == {"D-PSGD", "DP-D-PSGD"}
     private, plain = rows["DP-D-PSGD"], rows["D-PSGD"]
     assert private["status"] == plain["status"] == "ok" and private["samples"] == 8
-    assert private["eps_lb"] <= private["eps_sound"] and private["verdict"]["status"] == "consistent"
+    assert private["eps_lb"] <= private["eps_sound"]
+    # 8 runs per side cannot refute the claim whatever the attack: inconclusive, never "consistent"
+    assert private["verdict"]["status"] == "inconclusive" and "cannot refute" in private["verdict"]["reason"]
     assert plain["eps_claimed"] is None and plain["verdict"]["status"] == "not evaluable"
     again = run_campaign(_campaign([CANARY], defenses=(DPSGD, DP)), "# t", tmp_path, progress=False,
                          say=lambda _: None)
@@ -63,7 +65,8 @@ def test_one_run_canary_audit_trains_once_and_counts_its_canaries(tmp_path):
     (row,) = [row for row in store.rows() if row["type"] == "audit"]
     assert row["status"] == "ok" and row["method"] == "one_run" and row["samples"] == 40
     assert row["detail"]["guesses"] == 10 and 0 <= row["detail"]["correct"] <= 10
-    assert 0 <= row["eps_lb"] <= row["eps_sound"] and row["verdict"]["status"] == "consistent"
+    assert 0 <= row["eps_lb"] <= row["eps_sound"]
+    assert row["verdict"]["status"] == ("consistent" if row["eps_lb"] > 0 else "inconclusive")
 
 
 @pytest.mark.parametrize("table, message", [

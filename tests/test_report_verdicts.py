@@ -239,3 +239,24 @@ def test_rows_from_before_rows_had_a_type_or_group_still_render(tmp_path):
         store.append(row)
     assert sorted(runs_of(store.rows())) == ["D-PSGD [a1]", "D-PSGD [b2]"]
     assert "D-PSGD" in render_report(tmp_path).read_text()
+
+
+def test_a_canary_audit_that_found_nothing_is_inconclusive_never_green():
+    """Issue 17: a canary audit with ε_LB = 0 is not shown as a green "consistent", whether the
+    row says "inconclusive" (as rows now do) or "consistent" (as older rows did)."""
+    from privaudit.campaign.audit_findings import canary_verdict
+
+    record = {"eps_lb": 0.0, "eps_claimed": 2.0, "delta": 1e-5, "confidence": 0.95, "runs_per_side": 64000,
+              "protocol": "model", "delta_lb": None}
+    verdict = canary_verdict(record)
+    assert verdict["status"] == "inconclusive" and "no evidence at this strength" in verdict["reason"]
+    assert canary_verdict(record | {"eps_lb": 1.5})["status"] == "consistent"
+    assert canary_verdict(record | {"eps_lb": 2.5})["status"] == "refuted"
+    small = canary_verdict(record | {"eps_lb": 1.5, "eps_claimed": 5.0, "runs_per_side": 200})
+    assert small["status"] == "inconclusive" and "cannot refute" in small["reason"]
+    for stored in ("inconclusive", "consistent"):
+        row = {"type": "audit", "cell": "a", "kind": "mechanism", "subject": "s", "label": "l", "status": "ok",
+               "eps_lb": 0.0, "delta_lb": 0.0, "confidence": 0.95, "eps_claimed": 2.0,
+               "verdict": {"status": stored, "reason": "nothing found"}}
+        (entry,) = verdict_section([row], {})["entries"]
+        assert entry["status"] == "inconclusive" and entry["css"] != "consistent"

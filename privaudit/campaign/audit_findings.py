@@ -31,8 +31,9 @@ import math
 import time
 from typing import Any
 
-from attacks.audit import audit
+from attacks.audit import audit, perfect_test_eps
 from attacks.canary import Game, audit_game, make_game, one_run_game
+from attacks.canary_statistics import SELECT_FRACTION
 from attacks.mechanisms import MECHANISMS
 from privaudit import __version__
 from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand
@@ -146,9 +147,22 @@ def check_audit(cell: AuditCell) -> None:
         raise ConfigError(f"{cell.where}: {error}") from None
 
 
+def _ceiling(record: dict[str, Any]) -> float | None:
+    """The ε_LB an error-free test would reach with the runs this audit's bound counts (all of them
+    when the threshold is fixed from the law, the part not held out otherwise); None for a one-run
+    audit, whose bound counts guesses, not runs."""
+    runs = record.get("runs_per_side")
+    if not isinstance(runs, int):
+        return None
+    trials = runs if record.get("protocol") == "model" else runs - max(2, int(runs * SELECT_FRACTION))
+    return perfect_test_eps(trials, record["confidence"], record["delta"])
+
+
 def canary_verdict(record: dict[str, Any]) -> dict[str, Any]:
     """Refuted when the canary's ε_LB exceeds the ε the paper's formula claims at the same δ (for a
-    (0, δ) claim: when δ_LB at ε = 0 exceeds the claimed δ); consistent otherwise; not evaluable
+    (0, δ) claim: when δ_LB at ε = 0 exceeds the claimed δ). Consistent only when the audit had
+    the power to refute and found evidence short of it; inconclusive when it found none (a bound
+    of 0) or when even an error-free test on its runs could not exceed the claim. Not evaluable
     when the defense claims no privacy, or when the audited channel's unit is not the claim's
     (module docstring)."""
     eps_lb, claimed, delta = record["eps_lb"], record["eps_claimed"], record["delta"]
@@ -160,13 +174,24 @@ def canary_verdict(record: dict[str, Any]) -> dict[str, Any]:
         return {"status": "not evaluable", "statement": None, "reason": f"{record['unaudited']}; {forced}"}
     if record.get("delta_lb") is not None:
         delta_lb = record["delta_lb"]
-        status = "refuted" if delta_lb > delta else "consistent"
+        status = "refuted" if delta_lb > delta else "consistent" if delta_lb > 0 else "inconclusive"
+        reason = (f"the canary forces δ ≥ {delta_lb:.4g} at ε = {claimed:.4g} ({confidence}), "
+                  f"{'above' if status == 'refuted' else 'not above'} the claimed δ = {delta:.3g}")
         return {"status": status, "statement": f"({claimed:.4g}, {delta:.3g})-DP",
-                "reason": f"the canary forces δ ≥ {delta_lb:.4g} at ε = {claimed:.4g} ({confidence}), "
-                          f"{'above' if status == 'refuted' else 'not above'} the claimed δ = {delta:.3g}"}
-    status = "refuted" if eps_lb > claimed else "consistent"
-    return {"status": status, "statement": f"(ε = {claimed:.4g}, δ = {delta:.3g})-DP",
-            "reason": f"{forced}, {'above' if status == 'refuted' else 'not above'} the claimed ε = {claimed:.4g}"}
+                "reason": reason if status != "inconclusive" else f"no evidence at this strength: {reason}"}
+    statement = f"(ε = {claimed:.4g}, δ = {delta:.3g})-DP"
+    if eps_lb > claimed:
+        return {"status": "refuted", "statement": statement, "reason": f"{forced}, above the claimed ε = {claimed:.4g}"}
+    ceiling = _ceiling(record)
+    if ceiling is not None and ceiling <= claimed:
+        return {"status": "inconclusive", "statement": statement,
+                "reason": f"this audit cannot refute ε = {claimed:.4g}: even an error-free test on its "
+                          f"{record['runs_per_side']:,} runs per side certifies at most ε ≥ {ceiling:.4g}; {forced}"}
+    if eps_lb <= 0:
+        return {"status": "inconclusive", "statement": statement,
+                "reason": f"no evidence at this strength: {forced}"
+                          + (f" (an error-free test would reach ε ≥ {ceiling:.4g})" if ceiling is not None else "")}
+    return {"status": "consistent", "statement": statement, "reason": f"{forced}, not above the claimed ε = {claimed:.4g}"}
 
 
 def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
