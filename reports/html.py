@@ -33,6 +33,7 @@ from reports.coalition import coalition_section
 from reports.figures import TRAINING_METRICS, training_curves
 from reports.inversion import inversion_section, row_type
 from reports.membership import membership_section
+from reports.threat_comparison import threat_comparisons
 from reports.verdicts import verdict_section
 
 REPORT_FILE = "report.html"
@@ -201,6 +202,7 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         summary=_summary(training),
         provenance=_provenance(rows),
         inversion=inversion_section(rows, results_dir),
+        threat_comparisons=threat_comparisons(rows),
         coalition=coalition_section(rows, results_dir),
         membership=membership_section(rows),
         audits=audit_section(rows),

@@ -28,8 +28,8 @@ _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def failed(row: dict[str, Any]) -> bool:
-    """Whether an attack attempt failed (its status says why)."""
-    return str(row.get("status", "")).startswith("failed")
+    """Whether an attack attempt failed or could not run for its attacker (its status says why)."""
+    return str(row.get("status", "")).startswith(("failed", "not possible"))
 
 
 def setting_text(setting: dict[str, Any]) -> str:

@@ -45,17 +45,29 @@ _NOTHING = {"mse": None, "psnr": None, "ssim": None}
 
 def attack_taps(attack: AttackConfig, defense: str, scenario: str, round: int,
                 topology: Topology) -> tuple[Tap, GroundTruth]:
-    """The threat model's tap, limited to the rounds and kinds the extractor reads, checked to
-    hear what it needs (ValueError naming what is missing), and the ground-truth tap of the
-    victim's batch at `round`."""
+    """The threat model's tap, limited to the rounds and kinds the extractor reads, and the
+    ground-truth tap of the victim's batch at `round`: ValueError (one line) for agents or links
+    the topology does not have. A tap that cannot hear what the extractor needs is returned all
+    the same (`unheard` says why): that attack is a row saying it is not possible for this
+    attacker, not an error."""
     extractor = EXTRACTORS[defense, scenario]
     rounds = [t for t in extractor.rounds(round) if t >= 0]
     tap = build_tap(attack.threat, attack.victim, topology, rounds=rounds, kinds=extractor.kinds,
                     observer=attack.observer, links=attack.links)
-    extractor.check(tap, attack.victim, topology, round)
     truth = GroundTruth(attack.victim, rounds=[round])
     truth.check(topology)
     return tap, truth
+
+
+def unheard(attack: AttackConfig, defense: str, scenario: str, round: int, tap: Tap,
+            topology: Topology) -> str | None:
+    """Why `tap` cannot hear what the extractor needs for this attack, or None when it can."""
+    extractor = EXTRACTORS[defense, scenario]
+    why = extractor.missing(tap, attack.victim, topology, round)
+    if why is None:
+        return None
+    where = f" observing agent {tap.observer}" if tap.observer is not None else ""
+    return f"not possible for this attacker: the {tap.threat_model} tap{where} {why}; needs {extractor.needs}"
 
 
 def last_round_read(defense: str, scenario: str, round: int) -> int:
@@ -216,22 +228,34 @@ def attack_batch_size(cell: AttackCell, defense: Defense) -> int:
 
 
 def plan_attack(cell: AttackCell, defense: Defense) -> tuple[Tap, GroundTruth]:
-    """The taps of an attack cell, every problem a ConfigError naming the cell."""
+    """The taps of an attack cell, every problem a ConfigError naming the cell. A threat model that
+    cannot hear what the attack needs is no problem here: its tap records nothing, and
+    `attack_row` writes the row that says what was missing."""
     run = cell.training.run
     last = last_round_read(run.kind, cell.scenario, cell.round)
     if last >= run.rounds:
         raise ConfigError(f"{cell.where}: the '{cell.scenario}' extractor reads round {last}, but "
                           f"'{run.name}' runs {run.rounds} rounds (0..{run.rounds - 1})")
     attack_batch_size(cell, defense)
+    topology = defense.setup.topology
     try:
-        return attack_taps(cell.attack, run.kind, cell.scenario, cell.round, defense.setup.topology)
+        tap, truth = attack_taps(cell.attack, run.kind, cell.scenario, cell.round, topology)
     except ValueError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
+    if unheard(cell.attack, run.kind, cell.scenario, cell.round, tap, topology) is not None:
+        tap.rounds, truth.rounds = frozenset(), frozenset()
+    return tap, truth
 
 
 def attack_row(cell: AttackCell, defense: Defense, transcript: Transcript, truth: Transcript,
                store: ResultsStore) -> dict[str, Any]:
-    """Run one attack cell on the transcripts of its training run; its results row."""
+    """Run one attack cell on the transcripts of its training run; its results row (a row saying
+    the attack is not possible for this attacker when its threat model could not hear enough)."""
+    run, topology = cell.training.run, defense.setup.topology
+    tap, _ = attack_taps(cell.attack, run.kind, cell.scenario, cell.round, topology)
+    why = unheard(cell.attack, run.kind, cell.scenario, cell.round, tap, topology)
+    if why is not None:
+        return attack_cell_row(cell, not_run(attack_batch_size(cell, defense), why))
     return attack_cell_row(cell, invert(cell.id, cell.attack, cell.scenario, cell.round, defense.setup, transcript,
                                         truth, attack_batch_size(cell, defense), store))
 
