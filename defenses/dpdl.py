@@ -295,7 +295,12 @@ class DPDL(Defense):
         outside = "" if claimed <= limit else (
             f" — OUTSIDE the theorem's range (ε = {claimed:.4g} > c₁q²T = {limit:.4g}): Theorem 1 claims "
             "nothing for this σ")
+        out_of_range = () if claimed <= limit else ((
+            "outside its theorem's range",
+            f"Theorem 1 holds only for ε ≤ c₁q²T = {limit:.4g}; the recomputed ε = {claimed:.4g} lies outside it, "
+            "so the theorem claims nothing for this σ"),)
         return Claim(
+            findings=out_of_range,
             defense=self.name,
             notion="(ε, δ)-DP",
             adjacency="one record of an agent's local dataset replaced (Def. 3; Lemma 1's proof)",

@@ -177,7 +177,9 @@ class Ternary(Defense):
             f"{growth}. δ_T grows like T/r (linearly) until it saturates at 1: composition theorems (Kairouz "
             "et al., the paper's [62]) give ε = 0 and δ ≈ Tδ for ε = 0 mechanisms, never √T.",
         )
+        violated = (("premise violated", self.premise()),) if self.overflow_draws else ()
         return Claim(
+            findings=violated,
             defense=self.name,
             notion="(0, δ)-DP",
             adjacency="quantizer inputs (one agent's state x_i^k) with ‖x − y‖₁ ≤ 1, per iteration",

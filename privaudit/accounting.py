@@ -40,6 +40,10 @@ _RELATIONS = {
 }
 
 
+FINDING_KINDS = ("premise violated", "outside its theorem's range", "no sound bound", "vacuous claim")
+"""Analytic findings about a claim, which need no attack: it does not apply to the run, or says nothing."""
+
+
 @dataclass(frozen=True)
 class Claim:
     """A defense's privacy claim for one run, beside the sound ε of the mechanism it runs.
@@ -50,7 +54,10 @@ class Claim:
     in `sound_method`). A mismatch between any two of them is a finding, never corrected.
     Where the notion is (0, δ)-DP, `delta` is the claimed δ and `delta_sound` the sound one.
     `statements` lists further claims the paper makes about the same mechanism (another norm,
-    a growth rate over the horizon), each to be audited on its own.
+    a growth rate over the horizon), each to be audited on its own. `findings` are what the
+    defense itself found wrong with the claim in this run, as (kind, sentence) with a kind of
+    `FINDING_KINDS` (its premise failed, it lies outside its theorem's range); `analytic` adds
+    those that follow from the numbers alone (no sound bound, a vacuous claim).
     """
 
     defense: str
@@ -66,6 +73,7 @@ class Claim:
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     delta_sound: float | None = None
     statements: tuple[str, ...] = field(default_factory=tuple)
+    findings: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     @classmethod
     def no_privacy(cls, defense: str, horizon: int | str | None, equation: str, reason: str) -> Claim:
@@ -73,10 +81,25 @@ class Claim:
         return cls(defense=defense, notion="none", adjacency="none", eps_claimed=None, eps_stated=None,
                    eps_sound=None, delta=None, horizon=horizon, equation=equation, sound_method=reason)
 
+    def analytic(self) -> list[tuple[str, str]]:
+        """Every analytic finding about this claim: the defense's own, then a vacuous claim (δ ≥ 1
+        or ε = ∞ constrains nothing) and a claim with no sound bound beside it."""
+        found = list(self.findings)
+        if self.notion == "none":
+            return found
+        if self.delta is not None and self.delta >= 1:
+            found.append(("vacuous claim", f"the claimed δ = {self.delta:g} ≥ 1 constrains nothing"))
+        elif self.eps_claimed is not None and math.isinf(self.eps_claimed):
+            found.append(("vacuous claim", "the claimed ε = ∞ constrains nothing"))
+        if self.eps_sound is None and self.delta_sound is None:
+            found.append(("no sound bound", f"no sound bound exists for the mechanism the code runs: {self.sound_method}"))
+        return found
+
     def as_dict(self) -> dict[str, Any]:
         record = asdict(self)
         record["assumptions"] = list(self.assumptions)
         record["statements"] = list(self.statements)
+        record["findings"] = [{"kind": kind, "text": text} for kind, text in self.analytic()]
         return record
 
 

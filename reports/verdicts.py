@@ -18,6 +18,10 @@ Statuses, from the worst finding down, each claimed only as far as the rows show
 - **not audited**: a claim without an empirical bound in these results;
 - **failed**: an audit of its own whose every attempt failed.
 
+Analytic findings stand beside the status, in their own colour and first on the page, because
+they need no attack: the claim's premise failed in the run, the claim lies outside its theorem's
+range, no sound bound exists, or the claim is vacuous (`privaudit.accounting.FINDING_KINDS`).
+
 Audit rows reach a defense run's verdict when they are canary audits of it (their `training` cell
 is one of the run's, else their `defense_label` is the run's label or its `[[defense]]` table's
 label); mechanism audits and canary audits matching no run are verdicts of their own, and a
@@ -196,6 +200,20 @@ def _sound_cell(claims: list[dict[str, Any]]) -> dict[str, str]:
             "method": str(claims[0].get("sound_method", ""))}
 
 
+def _findings(claims: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The analytic findings of a run's claims, each kind once, saying in how many seeds it holds
+    when not in all of them (the first seed's sentence speaks for the others)."""
+    by_kind: dict[str, list[str]] = {}
+    for claim in claims:
+        for finding in claim.get("findings") or []:
+            by_kind.setdefault(str(finding.get("kind", "?")), []).append(str(finding.get("text", "")))
+    found = []
+    for kind, texts in by_kind.items():
+        seeds = "" if len(texts) == len(claims) else f" (in {len(texts)} of {len(claims)} seeds)"
+        found.append({"kind": kind, "text": texts[0] + seeds})
+    return found
+
+
 def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, related: list[dict[str, Any]],
                  leakage: list[str]) -> dict[str, Any]:
     """The verdict of one defense run (all its seeds)."""
@@ -229,7 +247,7 @@ def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, re
     return {"subject": label, "kind": "defense run", "detail": str(runs[0].get("title", "")),
             "seeds": ", ".join(str(row.get("seed")) for row in runs), "claim": _claim_cell(claims),
             "sound": _sound_cell(claims), "bound": evidence.bound(), "tightness": evidence.tightness(),
-            "status": status, "sentence": sentence, "notes": notes}
+            "status": status, "sentence": sentence, "notes": notes, "findings": _findings(claims)}
 
 
 def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -262,7 +280,7 @@ def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "sound": {"eps": _over_seeds([row.get("eps_sound") for row in rows]),
                       "delta": "" if delta_sound == "—" else delta_sound, "method": ""},
             "bound": evidence.bound(), "tightness": evidence.tightness(), "status": status,
-            "sentence": sentence, "notes": []}
+            "sentence": sentence, "notes": [], "findings": []}
 
 
 def _link(audits: dict[str, list[dict[str, Any]]], runs: dict[str, list[dict[str, Any]]]) -> tuple[
@@ -320,4 +338,9 @@ def verdict_section(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, A
     groups = [{"status": status, "css": status.replace(" ", "-"), "meaning": meaning,
                "subjects": [entry["subject"] for entry in entries if entry["status"] == status]}
               for status, meaning in MEANINGS.items()]
-    return {"summary": summary, "groups": [group for group in groups if group["subjects"]], "entries": entries}
+    analytic = [{"kind": kind, "subjects": [entry["subject"] for entry in entries
+                                            if any(f["kind"] == kind for f in entry["findings"])]}
+                for kind in dict.fromkeys(f["kind"] for entry in entries for f in entry["findings"])]
+    return {"summary": summary, "analytic": analytic,
+            "groups": [group for group in groups if group["subjects"]], "entries": entries}
+

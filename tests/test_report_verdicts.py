@@ -260,3 +260,26 @@ def test_a_canary_audit_that_found_nothing_is_inconclusive_never_green():
                "verdict": {"status": stored, "reason": "nothing found"}}
         (entry,) = verdict_section([row], {})["entries"]
         assert entry["status"] == "inconclusive" and entry["css"] != "consistent"
+
+
+def test_analytic_findings_are_verdicts_of_their_own_first_on_the_page(tmp_path):
+    """Issue 17: a ternary run whose premise r ≥ ‖x‖∞ failed, and a DPDL run outside Theorem 1's
+    range, show those findings among the verdicts (with the vacuous δ = 1 and the missing sound
+    bound), before the table."""
+    from privaudit.campaign.config import parse_campaign
+    from privaudit.campaign.run import run_campaign
+
+    base = {"topology": "ring", "agents": 4, "model": "logreg", "rounds": 3, "eval_every": 3}
+    campaign = parse_campaign({
+        "campaign": {"name": "findings"}, "data": {"dataset": "digits", "max_train": 200},
+        "defense": [base | {"kind": "ternary", "label": "Ternary r=1", "r": 1.0, "a1": 50.0, "batch_size": 4},
+                    base | {"kind": "dpdl", "label": "DPDL ε=8", "target_epsilon": 8.0, "target_rounds": 3,
+                            "batch_size": 4}]})
+    run_campaign(campaign, "# t", tmp_path, progress=False, say=lambda _: None)
+    rows = ResultsStore(tmp_path).rows()
+    entries = {entry["subject"]: entry for entry in verdict_section(rows, runs_of(rows))["entries"]}
+    kinds = {subject: [f["kind"] for f in entry["findings"]] for subject, entry in entries.items()}
+    assert kinds["Ternary r=1"] == ["premise violated", "vacuous claim"]
+    assert kinds["DPDL ε=8"] == ["outside its theorem's range", "no sound bound"]
+    page = render_report(tmp_path).read_text()
+    assert page.index("badge finding") < page.index('<table class="verdicts">')
