@@ -1,9 +1,15 @@
 """The `privaudit` command line.
 
     privaudit run [CAMPAIGN.toml] [--out DIR] [--force]   run a campaign (the embedded demo by default),
-        [--backend local|ray] [--workers N]                N cells at once in local processes or Ray tasks
+        [--backend local|ray] [--workers N]                N cells at once in local processes or Ray tasks;
+                                                           it ends with the verdict table
+    privaudit check [CAMPAIGN.toml] [--out DIR] [--force]  every pre-flight check of `run`, no training:
+                                                           a one-paragraph summary, or the one-line error
+    privaudit list [KIND] [--json]                         what a campaign can name: defenses, attacks,
+                                                           scenarios, threats, topologies, models, datasets
     privaudit claims [CAMPAIGN.toml] [--json]              each run's claim beside its sound ε
     privaudit report RESULTS_DIR [-o FILE]                 re-render the report of a results directory
+        [--format html|json]                               json: the verdict table's records on stdout
     privaudit audit MECHANISM [--param K=V ...] [--json]   empirical DP lower bound of a mechanism vs its claim
     every command: [--threads N]                           torch's CPU threads (default 1; see privaudit.threads)
 
@@ -76,20 +82,49 @@ def _say_skipped(directory: str | Path) -> None:
         print(f"privaudit: warning: {skipped}", file=sys.stderr)
 
 
+def _warn(warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        print(f"privaudit: warning: {warning}", file=sys.stderr)
+
+
 def _run(args: argparse.Namespace) -> int:
     from privaudit.campaign.config import read_campaign
     from privaudit.campaign.executors import make_executor
     from privaudit.campaign.run import run_campaign
     from reports.html import render_report
+    from reports.summary import summary, summary_table
 
     executor = make_executor(args.backend, args.workers, args.ray_address)
     campaign, text = read_campaign(args.campaign)
+    _warn(campaign.warnings())
     out = Path(args.out) if args.out else Path("results") / campaign.campaign.name
     print(f"campaign '{campaign.campaign.name}': results in {out}")
     store = run_campaign(campaign, text, out, force=args.force, progress=not args.quiet, executor=executor)
     report = render_report(out)
     print(f"results: {store.path}")
     print(f"report:  {report.resolve()}")
+    print(f"\n{summary_table(summary(out))}")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from privaudit.campaign.config import read_campaign
+    from privaudit.campaign.preflight import preflight
+
+    campaign, _ = read_campaign(args.campaign)
+    found = preflight(campaign, Path(args.out) if args.out else Path("results") / campaign.campaign.name, args.force)
+    _warn(found.warnings)
+    print(found.summary())
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from privaudit.campaign.catalogue import catalogue, catalogue_text
+    from privaudit.results import json_safe
+
+    found = catalogue(args.kind)
+    print(json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False, default=str) if args.json
+          else catalogue_text(found))
     return 0
 
 
@@ -143,6 +178,17 @@ def _claims(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from reports.html import render_report
 
+    if args.format == "json":
+        from privaudit.results import json_safe
+        from reports.summary import summary
+
+        text = json.dumps(json_safe(summary(args.results_dir)), indent=2, ensure_ascii=False, allow_nan=False)
+        if args.output:
+            Path(args.output).write_text(text + "\n", encoding="utf-8")
+        else:
+            print(text)
+        _say_skipped(args.results_dir)
+        return 0
     report = render_report(args.results_dir, args.output)
     _say_skipped(args.results_dir)
     print(f"report: {report.resolve()}")
@@ -232,6 +278,20 @@ def build_parser() -> argparse.ArgumentParser:
                      "instance with --workers CPUs); the results directory must be shared with its nodes")
     run.set_defaults(handler=_run)
 
+    check = commands.add_parser("check", parents=common,
+                                help="every pre-flight check of run, without training: a summary or the error")
+    check.add_argument("campaign", nargs="?", help="campaign TOML file (default: the embedded demo)")
+    check.add_argument("--out", help="results directory a run would use, to say which cells it would skip "
+                       "(default: results/<campaign name>)")
+    check.add_argument("--force", action="store_true", help="as run --force: count finished cells as to run")
+    check.set_defaults(handler=_check)
+
+    listing = commands.add_parser("list", parents=common, help="what a campaign can name, with parameters and defaults")
+    listing.add_argument("kind", nargs="?", metavar="KIND", help="only one category: defenses, attacks, scenarios, "
+                         "threats, topologies, models or datasets")
+    listing.add_argument("--json", action="store_true", help="one JSON object, by category")
+    listing.set_defaults(handler=_list)
+
     claims = commands.add_parser("claims", parents=common,
                                  help="print each run's privacy claim beside its sound ε (no training)")
     claims.add_argument("campaign", nargs="?", help="campaign TOML file (default: the embedded demo)")
@@ -240,7 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", parents=common, help="render the HTML report of a results directory")
     report.add_argument("results_dir", help="a directory holding results.jsonl")
-    report.add_argument("-o", "--output", help="report file (default: RESULTS_DIR/report.html)")
+    report.add_argument("-o", "--output", help="report file (default: RESULTS_DIR/report.html; with --format json: "
+                        "stdout)")
+    report.add_argument("--format", choices=("html", "json"), default="html",
+                        help="html: render the report (default); json: print the verdicts as JSON records")
     report.set_defaults(handler=_report)
 
     audit = commands.add_parser(

@@ -253,6 +253,11 @@ class _Inversions:
             "status": row.get("status", ""),
         }
 
+    def warnings(self) -> list[str]:
+        """The rows' warnings (a batch size other than the defense's), once per attack name."""
+        return list(dict.fromkeys(f"Warning, {self.name[row['cell']]}: {warning}." for row in self.rows
+                                  for warning in row.get("warnings") or []))
+
     def lpips_notes(self) -> list[str]:
         """Why LPIPS is missing, once per distinct reason."""
         missing = [row for row in self.rows if _value(row, "lpips") is None and not failed(row)]
@@ -281,7 +286,7 @@ def inversion_section(rows: list[dict[str, Any]], results_dir: Path) -> dict[str
         return None
     found = _Inversions(attacked, results_dir)
     return {
-        "lead": found.lead(), "attacks": found.attacks(), "tables": found.tables(),
+        "lead": found.lead() + found.warnings(), "attacks": found.attacks(), "tables": found.tables(),
         "failures": found.failures(), "grids": found.grids(), "lpips_notes": found.lpips_notes(),
         "traces": found.trace_figures(),
     }

@@ -344,3 +344,27 @@ def verdict_section(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, A
     return {"summary": summary, "analytic": analytic,
             "groups": [group for group in groups if group["subjects"]], "entries": entries}
 
+
+def verdict_summary(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The verdicts as plain records, for a terminal or a script (`privaudit run`'s closing table,
+    `privaudit report --format json`): per verdict of `verdict_section`, in its order, the subject,
+    kind, status and sentence, the claimed (recomputed), stated and sound ε as the report prints
+    them (over seeds), the strongest bound in words, and that bound as a number with the ε estimate
+    of its audit row (`eps_lb` for an ε bound, `delta_lb` for a δ one; None when there is none)."""
+    audits: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if row_type(row) == "audit":
+            audits.setdefault(str(row.get("group", row["cell"])), []).append(row)
+    linked, alone = _link(audits, runs)
+    strongest = [_Evidence(linked[label]).best() or {} for label in runs] + [_Evidence(group).best() or {}
+                                                                             for group in alone]
+    records = []
+    for entry, best in zip(verdict_section(rows, runs)["entries"], strongest):
+        of_delta = (best.get("tightness") or {}).get("of") == "delta"
+        records.append({"subject": entry["subject"], "kind": entry["kind"], "status": entry["status"],
+                        "eps_claimed": entry["claim"]["recomputed"], "eps_stated": entry["claim"]["stated"],
+                        "eps_sound": entry["sound"]["eps"], "bound": (entry["bound"] or {}).get("value"),
+                        "eps_lb": None if of_delta else _finite(best.get("eps_lb")),
+                        "delta_lb": _finite(best.get("delta_lb")) if of_delta else None,
+                        "eps_estimate": _finite(best.get("eps_estimate")), "sentence": entry["sentence"]})
+    return records

@@ -444,6 +444,14 @@ class Campaign(BaseModel):
             return DataConfig.model_validate(table.data)
         return DataConfig.model_validate(self.data.model_dump(exclude_unset=True) | table.data)
 
+    def warnings(self) -> list[str]:
+        """What the file leaves to a default that shapes every result: a `[[defense]]` table that
+        does not give `agents` runs on `RunConfig`'s default, which nothing else would say."""
+        default = RunConfig.model_fields["agents"].default
+        return [f"defense[{index}] ({table.name}): agents not given; the default {default} is used"
+                for index, table in enumerate(self.defense)
+                if "agents" not in table.model_fields_set and "agents" not in table.grid]
+
     def cell_count(self) -> int:
         """The cells `privaudit.campaign.cells` expands this campaign into, counted from the table
         sizes alone, so a campaign too large to run is refused before anything is expanded."""

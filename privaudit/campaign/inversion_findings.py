@@ -227,6 +227,16 @@ def attack_batch_size(cell: AttackCell, defense: Defense) -> int:
     return size
 
 
+def batch_warnings(cell: AttackCell, defense: Defense) -> list[str]:
+    """A warning when the table's batch_size is not the defense's public one: the attack then
+    rebuilds another number of images than each message was computed on."""
+    size, public = cell.attack.batch_size, defense.public().get("batch_size")
+    if size is None or not isinstance(public, int) or size == public:
+        return []
+    return [f"batch_size {size} differs from the defense's public batch size {public}: the attack rebuilds "
+            f"{size} image(s) from messages computed on batches of {public}"]
+
+
 def plan_attack(cell: AttackCell, defense: Defense) -> tuple[Tap, GroundTruth]:
     """The taps of an attack cell, every problem a ConfigError naming the cell. A threat model that
     cannot hear what the attack needs is no problem here: its tap records nothing, and
@@ -256,8 +266,9 @@ def attack_row(cell: AttackCell, defense: Defense, transcript: Transcript, truth
     why = unheard(cell.attack, run.kind, cell.scenario, cell.round, tap, topology)
     if why is not None:
         return attack_cell_row(cell, not_run(attack_batch_size(cell, defense), why))
-    return attack_cell_row(cell, invert(cell.id, cell.attack, cell.scenario, cell.round, defense.setup, transcript,
-                                        truth, attack_batch_size(cell, defense), store))
+    found = invert(cell.id, cell.attack, cell.scenario, cell.round, defense.setup, transcript, truth,
+                   attack_batch_size(cell, defense), store)
+    return attack_cell_row(cell, found | {"warnings": batch_warnings(cell, defense)})
 
 
 def attack_cell_row(cell: AttackCell, found: dict[str, Any]) -> dict[str, Any]:
@@ -282,6 +293,7 @@ def attack_cell_row(cell: AttackCell, found: dict[str, Any]) -> dict[str, Any]:
         "victim": cell.attack.victim,
         "round": cell.round,
         "seed": training.seed,
+        "warnings": [],
         **found,
         "config": cell.describe(),
         "version": __version__,

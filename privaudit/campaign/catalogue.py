@@ -1,0 +1,323 @@
+"""What a campaign can name, read off the registries its validation uses: `privaudit list`.
+
+Every entry comes from the registry `privaudit.campaign.config` checks a campaign against — a
+defense's pydantic `Params`, an inversion attack's dataclass fields, a mechanism's `Params`, the
+extractors' `needs`, the canary channels, the threat models, topologies, models and datasets — and
+every parameter's type, bounds and default from the JSON schema pydantic validates it with, so the
+listing cannot drift from what `privaudit run` accepts. `catalogue` gives plain data (what
+`--json` prints); `catalogue_text` the same for a terminal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from attacks.canaries import CANARY_KINDS
+from attacks.channels import CHANNELS
+from attacks.coalition import DYNAMICS
+from attacks.extract import EXTRACTORS, MODEL_VIEWS
+from attacks.inversion import INVERSIONS
+from attacks.mechanisms import MECHANISMS
+from defenses import DEFENSES
+from privaudit import threats
+from privaudit.campaign.config import (MEMBERSHIP_TARGETS, AttackConfig, AuditConfig, DataConfig, MembershipConfig,
+                                       RunConfig)
+from privaudit.campaign.membership_findings import METHODS
+from privaudit.data import DATASETS, PARTITIONS
+from privaudit.errors import UsageError
+from privaudit.models import MODELS
+from privaudit.synthetic import SYNTHETIC
+from privaudit.threats import THREATS
+from privaudit.topology import MIXING_RULES, TOPOLOGIES, build_graph
+
+CATEGORIES = ("defenses", "attacks", "scenarios", "threats", "topologies", "models", "datasets")
+"""What `privaudit list KIND` narrows to."""
+
+_MAX_AGENTS_PROBED = 64
+_BOUNDS = (("minimum", "≥"), ("exclusiveMinimum", ">"), ("maximum", "≤"), ("exclusiveMaximum", "<"))
+_JSON_TYPES = {"integer": "int", "number": "float", "string": "str", "boolean": "bool", "null": "None",
+               "object": "table"}
+
+
+def _summary(doc: str | None) -> str:
+    """A docstring's first paragraph on one line."""
+    return " ".join(inspect.cleandoc(doc or "").split("\n\n")[0].split())
+
+
+def type_text(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> str:
+    """A JSON-schema type in a campaign author's words: `int ≥ 1`, `float > 0 | None`,
+    `"lbfgs" | "adam"`, `list[int]`."""
+    defs = defs or {}
+    if "$ref" in schema:
+        return type_text(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
+    if "anyOf" in schema:
+        return " | ".join(type_text(part, defs) for part in schema["anyOf"])
+    if "enum" in schema:
+        return " | ".join(json.dumps(value) for value in schema["enum"])
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    kind = schema.get("type")
+    if kind == "array":
+        if "prefixItems" in schema:
+            text = f"({', '.join(type_text(item, defs) for item in schema['prefixItems'])})"
+        else:
+            text = f"list[{type_text(schema.get('items') or {}, defs) or 'any'}]"
+    else:
+        text = _JSON_TYPES.get(kind, "any") if kind else ""
+    bounds = [f"{sign} {schema[key]}" for key, sign in _BOUNDS if key in schema]
+    return " ".join([text, *bounds]).strip()
+
+
+def _default(cls: type, name: str) -> tuple[bool, Any]:
+    """(required, default) of field `name` of a pydantic model or a dataclass, calling a default
+    factory (a list default is `[]`, not "required")."""
+    if isinstance(cls, type) and issubclass(cls, BaseModel):
+        field = cls.model_fields[name]
+        return (True, None) if field.is_required() else (False, field.get_default(call_default_factory=True))
+    field = next(f for f in dataclasses.fields(cls) if f.name == name)
+    if field.default is not dataclasses.MISSING:
+        return False, field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return False, field.default_factory()
+    return True, None
+
+
+def parameters(cls: type) -> list[dict[str, Any]]:
+    """The fields of a pydantic model or a pydantic-validated dataclass: name, type (with its
+    bounds), whether required, default and description."""
+    schema = TypeAdapter(cls).json_schema()
+    found = []
+    for name, field in schema.get("properties", {}).items():
+        required, default = _default(cls, name)
+        if isinstance(default, tuple):
+            default = list(default)
+        found.append({"name": name, "type": type_text(field, schema.get("$defs")), "required": required,
+                      "default": default, "description": field.get("description", "")})
+    return found
+
+
+def _table(cls: type[BaseModel], skip: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    return [field for field in parameters(cls) if field["name"] not in skip]
+
+
+def defenses() -> dict[str, Any]:
+    """Every `[[defense]]` table's run-shape fields, and each registered defense with its own
+    hyperparameters and what can attack it."""
+    kinds = []
+    for name, cls in DEFENSES.items():
+        kinds.append({
+            "kind": name, "title": cls.title, "description": _summary(cls.Params.__doc__),
+            "params": parameters(cls.Params),
+            "scenarios": [scenario for defense, scenario in EXTRACTORS if defense == name],
+            "membership": name in MODEL_VIEWS, "canary_audit": name in CHANNELS, "coalition": name in DYNAMICS,
+        })
+    return {"table": _table(RunConfig, ("kind",)), "kinds": kinds}
+
+
+def attacks() -> dict[str, Any]:
+    """Inversion attacks (`[[attack]]`), membership inference (`[[membership]]`) and audits
+    (`[[audit]]`): each table's fields and what its `kind` can name."""
+    inversion = [{"kind": name, "title": cls.title, "description": _summary(cls.__doc__), "params": parameters(cls)}
+                 for name, cls in INVERSIONS.items()]
+    mechanisms = [{"name": name, "title": cls.title, "defense": cls.defense, "params": parameters(cls.Params)}
+                  for name, cls in MECHANISMS.items()]
+    channels = [{"defense": name, "scenarios": list(channel.scenarios), "adjacency": str(channel.adjacency)}
+                for name, channel in CHANNELS.items()]
+    return {
+        "inversion": {"table": _table(AttackConfig, ("kind",)), "kinds": inversion},
+        "membership": {"table": _table(MembershipConfig), "methods": list(METHODS), "targets": list(MEMBERSHIP_TARGETS),
+                       "models": [{"defense": name, "needs": view.needs} for name, view in MODEL_VIEWS.items()]},
+        "audits": {"table": _table(AuditConfig), "mechanisms": mechanisms, "canaries": list(CANARY_KINDS),
+                   "channels": channels},
+    }
+
+
+def scenarios() -> list[dict[str, Any]]:
+    """Every (defense, scenario) an `[[attack]]` can invert, with the messages it needs heard."""
+    return [{"defense": defense, "scenario": scenario, "kinds": sorted(str(kind) for kind in extractor.kinds),
+             "needs": extractor.needs} for (defense, scenario), extractor in EXTRACTORS.items()]
+
+
+def _bullets(doc: str | None) -> dict[str, str]:
+    """"* `name` text" items of a docstring, by name."""
+    found = re.findall(r"^\* `(\w+)` (.*?)(?=^\* |^\s*$)", inspect.cleandoc(doc or "") + "\n\n", re.M | re.S)
+    return {name: " ".join(text.split()) for name, text in found}
+
+
+def threat_models() -> list[dict[str, Any]]:
+    """Each threat model with its description and the table fields that only it takes (those
+    whose description starts with its name)."""
+    described = _bullets(threats.__doc__)
+    fields = _table(AttackConfig)
+    listed = []
+    for name in THREATS:
+        entry = {"name": name, "description": described.get(name, ""),
+                 "fields": [field for field in fields if field["description"].startswith(f"{name}:")]}
+        if name == "coalition":
+            entry["defenses"] = list(DYNAMICS)
+        listed.append(entry)
+    return listed
+
+
+def _min_agents(topology: str) -> int | None:
+    """The fewest agents the topology is built on, found by building it from 2 agents up:
+    `build_graph` alone knows each graph's minimum, and a graph of a few nodes costs nothing."""
+    for agents in range(2, _MAX_AGENTS_PROBED + 1):
+        try:
+            build_graph(topology, agents)
+        except ValueError:
+            continue
+        return agents
+    return None
+
+
+def topologies() -> dict[str, Any]:
+    return {"topologies": [{"name": name, "min_agents": _min_agents(name)} for name in TOPOLOGIES],
+            "mixing": list(MIXING_RULES)}
+
+
+def models() -> list[dict[str, Any]]:
+    """Each model with its description and the `model_options` its builder takes."""
+    listed = []
+    for name, build in MODELS.items():
+        options = [{"name": p.name, "default": p.default} for p in inspect.signature(build).parameters.values()
+                   if p.kind is inspect.Parameter.KEYWORD_ONLY]
+        listed.append({"name": name, "description": _summary(build.__doc__), "options": options})
+    return listed
+
+
+def datasets() -> dict[str, Any]:
+    return {"table": _table(DataConfig), "images": list(DATASETS), "synthetic": list(SYNTHETIC),
+            "partitions": list(PARTITIONS)}
+
+
+_BUILDERS = {"defenses": defenses, "attacks": attacks, "scenarios": scenarios, "threats": threat_models,
+             "topologies": topologies, "models": models, "datasets": datasets}
+
+
+def catalogue(category: str | None = None) -> dict[str, Any]:
+    """Every category (or only `category`, one of `CATEGORIES`) as plain data; UsageError naming
+    the categories for another one."""
+    if category is not None and category not in CATEGORIES:
+        raise UsageError(f"list: unknown category '{category}' (choose from {', '.join(CATEGORIES)})")
+    return {name: _BUILDERS[name]() for name in CATEGORIES if category in (None, name)}
+
+
+# ---------------------------------------------------------------- text
+
+
+def _value(value: Any) -> str:
+    """A default as a campaign file writes it: "ring", true, [0.001, 0.01]."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _field_lines(fields: list[dict[str, Any]], indent: str) -> list[str]:
+    """`name: type = default — description`; a field whose default is None is "optional" (TOML
+    has no None: leave the key out)."""
+    lines = []
+    for field in fields:
+        kind = field["type"]
+        if field["required"]:
+            default = "required"
+        elif field["default"] is None:
+            kind, default = kind.removesuffix(" | None"), "(optional)"
+        else:
+            default = f"= {_value(field['default'])}"
+        line = f"{indent}{field['name']}: {kind} {default}"
+        lines.append(line + (f" — {field['description']}" if field["description"] else ""))
+    return lines
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _defenses_text(found: dict[str, Any]) -> list[str]:
+    lines = ["defenses ([[defense]] kind = ...)", "  every table:"] + _field_lines(found["table"], "    ")
+    for entry in found["kinds"]:
+        described = f": {entry['description']}" if entry["description"] else ""
+        lines += [f"  {entry['kind']} — {entry['title']}{described}"] + _field_lines(entry["params"], "    ")
+        lines.append(f"    scenarios: {', '.join(entry['scenarios']) or 'none'}; "
+                     f"membership: {_yes(entry['membership'])}; canary audit: {_yes(entry['canary_audit'])}; "
+                     f"coalition: {_yes(entry['coalition'])}")
+    return lines
+
+
+def _attacks_text(found: dict[str, Any]) -> list[str]:
+    inversion, membership, audits = found["inversion"], found["membership"], found["audits"]
+    lines = ["attacks", "  inversion ([[attack]] kind = ...), every table:"] + _field_lines(inversion["table"], "    ")
+    for entry in inversion["kinds"]:
+        lines.append(f"    {entry['kind']} — {entry['description'] or entry['title']}")
+        lines += _field_lines(entry["params"], "      ")
+    lines.append(f"  membership ([[membership]]): {', '.join(membership['methods'])} at once; targets: "
+                 f"{', '.join(membership['targets'])}")
+    lines += [f"    intercepted model of {entry['defense']}: {entry['needs']}" for entry in membership["models"]]
+    lines += ["    every table:"] + _field_lines(membership["table"], "      ")
+    lines.append("  audits ([[audit]] kind = \"mechanism\" | \"canary\"), every table:")
+    lines += _field_lines(audits["table"], "    ")
+    lines.append("    mechanisms (mechanism = ..., params = {...}):")
+    for entry in audits["mechanisms"]:
+        of = f" — one release of defense {entry['defense']}" if entry["defense"] else ""
+        lines.append(f"      {entry['name']} — {entry['title']}{of}")
+        lines += _field_lines(entry["params"], "        ")
+    lines.append(f"    canaries (canary = ...): {', '.join(audits['canaries'])}")
+    lines.append("    channels (kind = \"canary\"; channels = ...):")
+    lines += [f"      {entry['defense']}: {', '.join(entry['scenarios'])} ({entry['adjacency']})"
+              for entry in audits["channels"]]
+    return lines
+
+
+def _scenarios_text(found: list[dict[str, Any]]) -> list[str]:
+    lines = ["scenarios ([[attack]] scenario = ...)"]
+    for entry in found:
+        kinds = ", ".join(entry["kinds"])
+        lines.append(f"  {entry['defense']} / {entry['scenario']} ({kinds}): needs {entry['needs']}")
+    return lines
+
+
+def _threats_text(found: list[dict[str, Any]]) -> list[str]:
+    lines = ["threats (threat = ...)"]
+    for entry in found:
+        lines.append(f"  {entry['name']} {entry['description']}")
+        lines += _field_lines(entry["fields"], "    ")
+        if "defenses" in entry:
+            lines.append(f"    modelled for: {', '.join(entry['defenses'])}")
+    return lines
+
+
+def _topologies_text(found: dict[str, Any]) -> list[str]:
+    lines = ["topologies (topology = ...)"]
+    lines += [f"  {entry['name']}" + (f" (at least {entry['min_agents']} agents)" if entry["min_agents"] else "")
+              for entry in found["topologies"]]
+    return lines + [f"  mixing rules (mixing = ...): {', '.join(found['mixing'])}"]
+
+
+def _models_text(found: list[dict[str, Any]]) -> list[str]:
+    lines = ["models (model = ...; model_options = {...})"]
+    for entry in found:
+        options = ", ".join(f"{option['name']} = {_value(option['default'])}" for option in entry["options"])
+        lines.append(f"  {entry['name']} — {entry['description']}" + (f" Options: {options}." if options else ""))
+    return lines
+
+
+def _datasets_text(found: dict[str, Any]) -> list[str]:
+    return ["datasets ([data] dataset = ...)", f"  images: {', '.join(found['images'])}",
+            f"  synthetic (generated per agent): {', '.join(found['synthetic'])}",
+            f"  partitions (partition = ...): {', '.join(found['partitions'])}",
+            "  every [data] table:"] + _field_lines(found["table"], "    ")
+
+
+_TEXT = {"defenses": _defenses_text, "attacks": _attacks_text, "scenarios": _scenarios_text,
+         "threats": _threats_text, "topologies": _topologies_text, "models": _models_text,
+         "datasets": _datasets_text}
+
+
+def catalogue_text(found: dict[str, Any]) -> str:
+    """`catalogue`'s data for a terminal: one block per category, one line per field."""
+    return "\n\n".join("\n".join(_TEXT[name](value)) for name, value in found.items())
