@@ -664,3 +664,30 @@ MODEL_VIEWS: dict[str, Extractor] = {
 wire (with the defense's noise or quantization when it sends a perturbed model), or, for
 LT-ADMM-DP, which never sends a model, the state x_{i,t+1} its bridge messages give away exactly.
 Membership inference (the campaign layer's membership findings) attacks these."""
+
+
+# ---------------------------------------------------------------- defenses defined outside privaudit
+
+_SHIPPED = frozenset(EXTRACTORS) | frozenset(MODEL_VIEWS)
+
+
+def register_extractor(extractor: Extractor) -> Extractor:
+    """Make a defense defined outside privaudit (`defenses.external`) readable by attacks: the
+    extractor joins `EXTRACTORS` under (its defense's name, its scenario). Call it at the top level
+    of the defense's module, so that importing the module registers it in every process. A shipped
+    entry is never replaced (ValueError); registering a key again (the module imported anew)
+    replaces the earlier entry."""
+    return _register(EXTRACTORS, (extractor.defense, extractor.scenario), extractor)
+
+
+def register_model_view(view: Extractor) -> Extractor:
+    """Likewise for `MODEL_VIEWS`: what an attacker holds of the victim's model, which membership
+    inference attacks (`view.extract(transcript, victim, round)` returns the model)."""
+    return _register(MODEL_VIEWS, view.defense, view)
+
+
+def _register(registry: dict, key: object, entry: Extractor) -> Extractor:
+    if key in _SHIPPED and registry[key] is not entry:
+        raise ValueError(f"{key} is privaudit's own entry and cannot be replaced")
+    registry[key] = entry
+    return entry

@@ -65,6 +65,8 @@ class Defense(ABC):
 
 
 DEFENSES: dict[str, type[Defense]] = {}
+"""Defenses by name: the shipped ones, registered when `defenses` is imported, and those defined
+outside privaudit that a campaign names (`defenses.external`)."""
 
 
 def register(cls: type[Defense]) -> type[Defense]:

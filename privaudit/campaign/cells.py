@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams
 from privaudit.campaign.config import AttackConfig, AuditConfig, Campaign, DataConfig, MembershipConfig, RunConfig
 from privaudit.data import load_dataset, partition
@@ -305,7 +304,7 @@ def _check_model_size(cell: Cell, shape: tuple[int, ...], classes: int) -> None:
 
 def build_defense(cell: Cell) -> Defense:
     try:
-        return DEFENSES[cell.run.kind](cell.params, build_setup(cell))
+        return cell.run.defense()(cell.params, build_setup(cell))
     except ValueError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
 

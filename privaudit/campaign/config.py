@@ -24,8 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError,
+                      field_validator, model_validator)
 
 from attacks.audit import check_size
 from attacks.canaries import CANARY_KINDS
@@ -35,7 +35,8 @@ from attacks.extract import EXTRACTORS, MODEL_VIEWS
 from attacks.inversion import INVERSIONS
 from attacks.mechanisms import MECHANISMS, NORMS
 from defenses import DEFENSES
-from defenses.base import DefenseParams
+from defenses.base import Defense, DefenseParams
+from defenses.external import origin, resolve
 from privaudit.data import DATASETS, PARTITIONS
 from privaudit.errors import ConfigError
 from privaudit.limits import MAX_SEED, exceeded, within
@@ -125,11 +126,21 @@ class DataConfig(BaseModel):
 
 
 
+def _defense_name(kind: str) -> str:
+    return resolve(kind).name
+
+
 class RunConfig(BaseModel):
-    """One `[[defense]]` table: the run's shape; every other key is a hyperparameter of `kind`."""
+    """One `[[defense]]` table: the run's shape; every other key is a hyperparameter of `kind`.
+
+    `kind` is a defense's name, an import path `package.module:Class` or an installed entry
+    point's name (`defenses.external`); once validated it is the defense's name, and the table
+    remembers where the class was imported from, so a worker process that has not imported it
+    yet finds it (`defense`)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    kind: one_of(DEFENSES, "defense")
+    kind: Annotated[str, AfterValidator(_defense_name)]
+    _origin: str = PrivateAttr("")
     label: str | None = None
     topology: one_of(TOPOLOGIES, "topology") = "ring"
     agents: Annotated[int, AfterValidator(within("agents"))] = Field(8, ge=2)
@@ -185,9 +196,19 @@ class RunConfig(BaseModel):
             variants.append(RunConfig.model_validate(base | combo | {"label": f"{self.name} ({suffix})"}))
         return variants
 
+    @model_validator(mode="after")
+    def _remember_origin(self) -> RunConfig:
+        self._origin = origin(DEFENSES[self.kind])
+        return self
+
+    def defense(self) -> type[Defense]:
+        """The defense class, imported from where the table found it when this process has not
+        registered it (ValueError when it cannot be)."""
+        return DEFENSES.get(self.kind) or resolve(self._origin)
+
     def params(self) -> DefenseParams:
         """The defense's hyperparameters, validated by its own `Params` model."""
-        return DEFENSES[self.kind].Params.model_validate(self.model_extra or {})
+        return self.defense().Params.model_validate(self.model_extra or {})
 
 
 class ThreatConfig(BaseModel):
