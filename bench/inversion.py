@@ -15,6 +15,10 @@ point; the model is `lenet_dlg` with the DLG paper's uniform(−0.5, 0.5) re-ini
   4 restarts), and the best Adam setting we found (unsigned, TV weight 1e-2, one restart).
 * ig4 — the same variants on a batch of 4 crops of 4 different photographs: wall time, PSNR,
   SSIM, label accuracy.
+* batch8 — `BatchInversion` on `--cases` batches of 8 crops drawn at random (6 photographs, so
+  labels repeat and must be counted): per batch the PSNR and SSIM (reconstructions paired with
+  originals by the Hungarian assignment, `privaudit.metrics`), per-image PSNR, whether the label
+  counts came out right, label accuracy, time; the median PSNR over batches (acceptance ≥ 25 dB).
 
 Times depend on the machine's load (printed): other processes on a shared machine slow every
 evaluation. Threads follow privaudit's policy (`privaudit.threads`, printed): one intra-op thread
@@ -31,7 +35,7 @@ that, with two threads on two shared cores, OpenMP's spinning waits made it up t
 
 (the wait policy is read when torch is imported, so here it comes from the environment).
 
-Run: python bench/inversion.py [--json] [--sections dlg,idlg,ig1,ig4] [--cases N] [--repeats K]
+Run: python bench/inversion.py [--json] [--sections dlg,idlg,ig1,ig4,batch8] [--cases N] [--repeats K]
 [--ig-variants default,adam_paper,adam_tuned] [--threads T] [--victim-init dlg|default]
 """
 
@@ -48,7 +52,7 @@ import time
 import torch
 
 from attacks.extract import Target
-from attacks.inversion import DLG, InvertingGradients, extract_labels
+from attacks.inversion import DLG, BatchInversion, InvertingGradients, extract_labels
 from privaudit import threads
 from privaudit.data import Dataset, load_dataset
 from privaudit.flatmodel import FlatModel
@@ -60,6 +64,8 @@ SHAPE = (3, 32, 32)
 DLG_TARGET_S = 3.0
 DLG_PSNR = 30.0
 IG_PSNR = 25.0
+BATCH = 8
+BATCH_PSNR = 25.0
 VICTIM_INIT = ("dlg", "default")
 
 
@@ -243,6 +249,39 @@ def bench_ig_batch(data: Dataset, init: str, variants: list[str]) -> dict:
                    **_bench_ig(data, 0, 4, init, IG_VARIANTS[name])} for name in variants}
 
 
+def bench_batch(data: Dataset, cases: int, init: str, attack: BatchInversion = BatchInversion()) -> dict:
+    """`attack` on `cases` batches of `BATCH` random crops, one victim seed each."""
+    rows = []
+    for seed in range(cases):
+        model = _victim(seed, init)
+        picks = _crops(data, seed, BATCH)
+        x, y = data.x_train[picks], data.y_train[picks]
+        result = _run(attack, _target(model, x, y), model, data, BATCH, seed)
+        row = {"seed": seed, "crops": picks.tolist(), "labels": y.tolist(), "seconds": result.wall_s,
+               "evaluations": result.iterations, "ms_per_evaluation": 1e3 * result.wall_s / max(result.iterations, 1),
+               "status": result.status, "label_source": result.label_source,
+               "counts_right": result.labels is not None and sorted(result.labels.tolist()) == sorted(y.tolist())}
+        if result.images is not None:
+            scores = score_reconstruction(result.images, x, data.normalisation, labels=result.labels,
+                                          true_labels=y)
+            row.update(scores.summary())
+            row["per_image_psnr"] = scores.per_image["psnr"]
+        rows.append(row)
+    psnrs = [r.get("psnr", -math.inf) for r in rows]
+    return {
+        "params": dataclasses.asdict(attack),
+        "batch_size": BATCH,
+        "cases": rows,
+        "median_psnr": statistics.median(psnrs),
+        "median_ssim": statistics.median(r.get("ssim", -math.inf) for r in rows),
+        "at_least_25db": sum(p >= BATCH_PSNR for p in psnrs),
+        "target_psnr": BATCH_PSNR,
+        "ratio_to_target": statistics.median(psnrs) / BATCH_PSNR,
+        "counts_right": sum(r["counts_right"] for r in rows),
+        "median_seconds": statistics.median(r["seconds"] for r in rows),
+    }
+
+
 def _json_safe(value):
     """Non-finite floats become null (JSON has no inf): a missed target reads as null."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -287,12 +326,25 @@ def _print(figures: dict) -> None:
         print(f"IG ({name}) batch of 4: {b['seconds']:.1f} s, PSNR {b.get('psnr', math.nan):.1f} dB, "
               f"SSIM {b.get('ssim', math.nan):.3f}, labels {b['label_source']} "
               f"(accuracy {b.get('label_acc')}), LPIPS {b.get('lpips_status')}, {b['status']}")
+    if "batch8" in figures:
+        b = figures["batch8"]
+        for r in b["cases"]:
+            images = ", ".join(f"{p:.1f}" for p in r.get("per_image_psnr", []))
+            print(f"  batch seed {r['seed']} labels {r['labels']}: {r.get('psnr', math.nan):.1f} dB [{images}], "
+                  f"SSIM {r.get('ssim', math.nan):.3f}, labels {r['label_source']} (counts "
+                  f"{'right' if r['counts_right'] else 'wrong'}, accuracy {r.get('label_acc')}), "
+                  f"{r['seconds']:.1f} s ({r['evaluations']} evaluations, {r['ms_per_evaluation']:.1f} ms each), "
+                  f"{r['status']}")
+        print(f"Batch inversion, batches of {b['batch_size']}: median {b['median_psnr']:.1f} dB (target ≥ "
+              f"{BATCH_PSNR} dB, ratio {b['ratio_to_target']:.2f}), median SSIM {b['median_ssim']:.3f}, "
+              f"{b['at_least_25db']}/{len(b['cases'])} at ≥ 25 dB, counts right {b['counts_right']}/{len(b['cases'])}, "
+              f"median {b['median_seconds']:.1f} s per batch")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--sections", default="dlg,idlg,ig1,ig4")
+    parser.add_argument("--sections", default="dlg,idlg,ig1,ig4,batch8")
     parser.add_argument("--cases", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="timed DLG runs per case")
     parser.add_argument("--ig-variants", default=",".join(IG_VARIANTS))
@@ -301,7 +353,7 @@ def main() -> None:
     parser.add_argument("--victim-init", choices=VICTIM_INIT, default="dlg")
     args = parser.parse_args()
     sections = set(args.sections.split(","))
-    unknown = sections - {"dlg", "idlg", "ig1", "ig4"}
+    unknown = sections - {"dlg", "idlg", "ig1", "ig4", "batch8"}
     if unknown:
         parser.error(f"unknown section(s): {', '.join(sorted(unknown))}")
     variants = args.ig_variants.split(",")
@@ -324,6 +376,8 @@ def main() -> None:
         figures["ig1"] = bench_ig_single(data, args.cases, args.victim_init, variants)
     if "ig4" in sections:
         figures["ig4"] = bench_ig_batch(data, args.victim_init, variants)
+    if "batch8" in sections:
+        figures["batch8"] = bench_batch(data, args.cases, args.victim_init)
     figures["load_after"] = [round(v, 2) for v in os.getloadavg()]
     if args.json:
         print(json.dumps(_json_safe(figures), default=str))
