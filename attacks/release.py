@@ -45,11 +45,17 @@ def _one_step(model: FlatModel, target: Target) -> Callable[[Tensor, Tensor, Ten
     return lambda point, x, y: clipping.apply(per_sample(point, x, y))
 
 
+def _is_gradient(target: Target) -> bool:
+    """Whether the target is one gradient, not a sum of local steps of size `step_size` (which an
+    LT-ADMM-DP target remains at τ = 1: γ g(x_{i,k}), not g)."""
+    return target.steps == 1 and target.step_size is None
+
+
 def _update(model: FlatModel, target: Target, point: Tensor, drift: Tensor | None) -> Callable[[Tensor, Tensor], Tensor]:
-    """(x [S·B, ...], y) → the release of one candidate batch: one gradient, or for S > 1 local
-    steps φ^{t+1} = φ^t − γ g(φ^t; batch t) − drift the sum γ Σ_t g(φ^t; batch t) (seed 002, eq. 5a)."""
+    """(x [S·B, ...], y) → the release of one candidate batch: one gradient, or for S local steps
+    φ^{t+1} = φ^t − γ g(φ^t; batch t) − drift the sum γ Σ_t g(φ^t; batch t) (seed 002, eq. 5a)."""
     step = _one_step(model, target)
-    if target.steps == 1:
+    if _is_gradient(target):
         return lambda x, y: step(point, x, y)
     steps, size = target.steps, target.step_size
 
@@ -75,7 +81,7 @@ def release(model: FlatModel, target: Target, point: Tensor, x: Tensor, y: Tenso
     gradient at about two thirds of the cost (5.3 → 3.6 ms for DLG's LeNet on one 32×32 image,
     float64, one thread), as vmap's batching rules for convolutions cost more than they save at
     R = 1; with four restarts vmap is faster than a loop (10.5 against 14.3 ms)."""
-    if x.shape[0] == 1 and target.steps == 1 and target.clipping is None:
+    if x.shape[0] == 1 and _is_gradient(target) and target.clipping is None:
         with torch.enable_grad():
             flat = point.detach().requires_grad_(True)
             (gradient,) = torch.autograd.grad(model.loss(flat, x[0], y[0]), flat, create_graph=True)
