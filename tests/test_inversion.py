@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from attacks.extract import Clipping, Target
-from attacks.inversion import (DLG, IDLG, INVERSIONS, PAIR_DTYPE, InvertingGradients,
+from attacks.inversion import (DLG, IDLG, INVERSIONS, PAIR_DTYPE, BatchInversion, InvertingGradients,
                                _CurvatureMemory, extract_labels, squared_distance)
 from attacks.release import release
 from privaudit.data import load_dataset
@@ -356,3 +356,50 @@ def test_unknown_line_search_is_refused(photos):
     target = _target(model, photos.x_train[:1], photos.y_train[:1])
     with pytest.raises(ValueError, match="line_search"):
         _run(DLG(line_search="backtracking"), target, model, photos)
+
+
+def _crops(photos, seed: int, size: int):
+    """bench/inversion.py's random crops of seed `seed` (labels may repeat)."""
+    generator = torch.Generator().manual_seed(10_000 + seed)
+    picks = torch.randint(len(photos.y_train), (size,), generator=generator)
+    return photos.x_train[picks], photos.y_train[picks]
+
+
+def test_batch_inversion_counts_repeated_labels_and_reports_every_evaluation(photos):
+    """Three crops of one photograph and one of another: the labels are counted from the first
+    stage's images (nothing in the gradient alone names them), and the observer hears the
+    evaluations of both stages in one sequence."""
+    model = _lenet(2)
+    x, y = _crops(photos, 2, 4)
+    assert sorted(y.tolist()) == [0, 4, 4, 4]
+    target = _target(model, x, y)
+    assert extract_labels(target.gradient, model, 6, 4) is None
+    heard = []
+    attack = BatchInversion(evaluations=150, tv_weights=(1e-2, 1e-3))
+    result = _run(attack, target, model, photos, batch_size=4,
+                  observer=lambda k, images, objective: heard.append(k) or False)
+    assert result.ok and result.label_source == "counted"
+    assert sorted(result.labels.tolist()) == [0, 4, 4, 4]
+    assert heard == list(range(1, 301)) and result.iterations == 300
+    assert score_reconstruction(result.images, x, photos.normalisation).psnr > 20
+
+
+def test_batch_inversion_keeps_soft_labels_for_a_clipped_release(photos):
+    """Counting needs the plain gradient's magnitudes; a clipped release keeps DLG's soft labels."""
+    model = _lenet(2)
+    x, y = _crops(photos, 2, 4)
+    clipping = Clipping("per_sample_l2", 1.0)
+    point = model.initial()
+    released = release(model, Target(torch.zeros(model.dim), point, 0, 0, clipping=clipping), point,
+                       x[None], y[None])[0]
+    result = _run(BatchInversion(evaluations=5), Target(released, point, 0, 0, clipping=clipping), model,
+                  photos, batch_size=4)
+    assert result.ok and result.label_source == "optimised" and result.iterations == 15
+
+
+def test_batch_inversion_stops_every_stage_when_the_observer_says_so(photos):
+    model = _lenet(0)
+    x, y = _crops(photos, 0, 2)
+    result = _run(BatchInversion(evaluations=50), _target(model, x, y), model, photos, batch_size=2,
+                  observer=lambda k, images, objective: k == 7)
+    assert result.stopped_by == "observer" and result.iterations == 7
