@@ -175,11 +175,13 @@ class _Inversions:
         return f"{n}: best median PSNR {_db(value)}{ssim_text} ({where}), {verdict}.{lost_text}"
 
     def attacks(self) -> list[dict[str, Any]]:
-        """What each attack name inverted, under which threat model, and how its attempts ended."""
+        """What each attack name inverted, under which threat model, and how its attempts ended
+        (a closed-form attack, the analytic one, has no iterations to count)."""
         described = []
         for name in self.names:
             attempts = [row for row in self.rows if self.name[row["cell"]] == name]
-            iterations = [row["iterations"] for row in attempts if row.get("iterations") is not None]
+            iterations = [row["iterations"] for row in attempts
+                          if row.get("iterations") is not None and row.get("stopped_by") != "closed form"]
             described.append({
                 "name": name, "attack": _distinct(attempts, "attack_title"),
                 "scenario": _distinct(attempts, "scenario"), "needs": _distinct(attempts, "scenario_needs"),

@@ -6,6 +6,7 @@ import math
 
 from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.run import run_campaign
+from reports.html import render_report
 
 EXACT_DB = 100.0
 
@@ -28,6 +29,9 @@ def test_the_analytic_attack_runs_from_a_campaign_and_is_named_in_its_row(tmp_pa
     assert row["status"] == "ok" and row["stopped_by"] == "closed form"
     assert row["attack"] == "analytic" and row["attack_title"] == "Analytic (first fully connected layer)"
     assert row["metrics"]["psnr"] > EXACT_DB and row["metrics"]["label_acc"] == 1.0
+    page = render_report(tmp_path).read_text()
+    assert "<td>Analytic (first fully connected layer)</td>" in page
+    assert '<td class="num">—</td><td>closed form</td>' in page
 
 
 def test_a_campaign_on_a_model_it_cannot_read_records_a_failed_row(tmp_path):
