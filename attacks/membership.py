@@ -16,7 +16,8 @@ References
   "offline" lines; global variance §VI-A / Fig. 8).
 - RMIA: Zarifzadeh, Liu, Ramakrishnan, Shokri, "Low-Cost High-Power Membership Inference
   Attacks", ICML 2024 (pairwise likelihood ratio eq. 3, score eq. 4, Pr(x) over reference
-  models eq. 5, offline linear approximation §3 / App. B.2.2).
+  models eq. 5, offline linear approximation §3 / App. B.2.2, with a chosen by attacking reference
+  models with the others).
 """
 
 from __future__ import annotations
@@ -124,11 +125,27 @@ def lira_offline_scores(
 # ---------------------------------------------------------------------------------------- RMIA
 
 
-def _marginal(reference_prob: NDArray[np.float64], a: float | None) -> NDArray[np.float64]:
-    """Pr(x) = mean over reference models of Pr(x|θ') (Zarifzadeh et al. eq. 5). With offline
-    reference models only (all OUT for x), the mean under-estimates Pr(x); the paper's linear
-    fix (App. B.2.2) is Pr(x) ≈ ½((1 + a)·Pr_OUT(x) + (1 − a)), a tuned on reference models."""
-    mean = reference_prob.mean(axis=0)
+RMIA_PAPER_A = 0.3
+"""The offline a of Zarifzadeh et al.'s recipe (App. B.2.2; ML Privacy Meter's default, LeakPro's is
+0.33), used when the reference models are too few to choose a on."""
+
+RMIA_A_GRID = tuple(k / 20 for k in range(21))
+"""The values of a tried when a is chosen on the reference models."""
+
+
+def _marginal(reference_prob: NDArray[np.float64], a: float | None,
+              out: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
+    """Pr(x) = mean over reference models of Pr(x|θ') (Zarifzadeh et al. eq. 5), over the
+    references that did not train on x when `out` [K, n] says which. With OUT references only, the
+    mean under-estimates Pr(x); the paper's linear fix (App. B.2.2) is
+    Pr(x) ≈ ½((1 + a)·Pr_OUT(x) + (1 − a)), a tuned on reference models (a = 1: no fix)."""
+    if out is None:
+        mean = reference_prob.mean(axis=0)
+    else:
+        counts = out.sum(axis=0)
+        if np.any(counts == 0):
+            raise ValueError("every record needs a reference model that did not train on it")
+        mean = np.where(out, reference_prob, 0.0).sum(axis=0) / counts
     if a is None:
         return mean
     return 0.5 * (1.0 + a) * mean + 0.5 * (1.0 - a)
@@ -141,6 +158,7 @@ def rmia_scores(
     population_reference_prob: ArrayLike,
     gamma: float = 1.0,
     a: float | None = None,
+    reference_out: ArrayLike | None = None,
 ) -> NDArray[np.float64]:
     """RMIA (Zarifzadeh et al. 2024): Score(x) = Pr_{z∼π}[LR(x, z) ≥ γ] (eq. 4) with the pairwise
     likelihood ratio LR(x, z) = (Pr(x|θ)/Pr(x)) / (Pr(z|θ)/Pr(z)) (eq. 3).
@@ -155,8 +173,10 @@ def rmia_scores(
     right-searchsorted count into the sorted population ratios — O((n + m) log m), no loop.
 
     target_prob: [n]; reference_prob: [K, n]; population_target_prob: [m];
-    population_reference_prob: [K', m]. Probabilities must be positive (softmax outputs are);
-    they are clipped at the smallest positive float so an underflowed 0 cannot divide by zero.
+    population_reference_prob: [K', m]; reference_out: [K, n] booleans, reference k did not train
+    on x (Pr(x) is then the mean over those only; default: none trained on any x). Probabilities
+    must be positive (softmax outputs are); they are clipped at the smallest positive float so an
+    underflowed 0 cannot divide by zero.
     """
     tiny = np.finfo(np.float64).tiny
     px = np.maximum(_f64(target_prob), tiny)
@@ -167,11 +187,94 @@ def rmia_scores(
         raise ValueError(f"reference_prob must be [K, n] with n = {px.shape}; got {ref_x.shape}")
     if ref_z.ndim != 2 or ref_z.shape[1:] != pz.shape:
         raise ValueError(f"population_reference_prob must be [K, m] with m = {pz.shape}; got {ref_z.shape}")
+    out = None if reference_out is None else _np(reference_out).astype(bool)
+    if out is not None and out.shape != ref_x.shape:
+        raise ValueError(f"reference_out must have the shape of reference_prob {ref_x.shape}; got {out.shape}")
     if gamma <= 0:
         raise ValueError("gamma must be positive")
-    ratio_x = px / np.maximum(_marginal(ref_x, a), tiny)
+    ratio_x = px / np.maximum(_marginal(ref_x, a, out), tiny)
     ratio_z = np.sort(pz / np.maximum(_marginal(ref_z, a), tiny))
     return np.searchsorted(ratio_z, ratio_x / gamma, side="right") / ratio_z.size
+
+
+@dataclass(frozen=True)
+class PseudoTarget:
+    """One reference model attacked as if it were the target, the other reference models as its
+    references: the records it trained on are its members, records it did not train on its
+    non-members, and `reference_out` says which of its references did not train on each record
+    (the attacker trained them all, so it knows). Population records z are OUT of every model.
+
+    prob: [n] its Pr(x|θ) on the records; is_member: [n]; reference_prob, reference_out: [K, n];
+    population_prob: [m]; population_reference_prob: [K, m].
+    """
+
+    prob: ArrayLike
+    is_member: ArrayLike
+    reference_prob: ArrayLike
+    reference_out: ArrayLike
+    population_prob: ArrayLike
+    population_reference_prob: ArrayLike
+
+
+@dataclass(frozen=True)
+class RmiaA:
+    """RMIA's offline a and how it was set: `how` in words, `criterion` the pseudo-targets'
+    statistic at each a tried (empty unless a was chosen), and the members and non-members they
+    held."""
+
+    a: float
+    how: str
+    criterion: dict[float, float]
+    members: int = 0
+    non_members: int = 0
+
+
+RMIA_A_CHOSEN = "chosen on reference models"
+RMIA_A_PAPER = f"paper's value {RMIA_PAPER_A:g}"
+RMIA_A_FPR_RANGE = (0.001, 0.1)
+"""The false-positive rates a is chosen on (`choose_rmia_a`)."""
+
+
+def low_fpr_tpr(scores: ArrayLike, is_member: ArrayLike, fpr_range: tuple[float, float] = RMIA_A_FPR_RANGE,
+                points: int = 32) -> float:
+    """Mean TPR over `points` FPRs log-spaced across `fpr_range`: the area under the ROC on a log
+    FPR axis over that range (Carlini et al. 2022's log-log convention), divided by its width. The
+    ROC is read linearly between its points, i.e. ties between scores broken at random in
+    expectation, so a block of tied scores counts for what it is worth instead of all or nothing."""
+    fpr, tpr, _ = roc_curve(_np(is_member).astype(bool), _f64(scores), drop_intermediate=False)
+    return float(np.interp(np.geomspace(*fpr_range, points), fpr, tpr).mean())
+
+
+def choose_rmia_a(trials: Sequence[PseudoTarget], gamma: float = 1.0, grid: Sequence[float] = RMIA_A_GRID,
+                  min_non_members: int = 100) -> RmiaA:
+    """RMIA's offline a chosen on the reference models themselves, as Zarifzadeh et al. tune it
+    (App. B.2.2: attack reference models with the others, keep the a that works best; ML Privacy
+    Meter does the same on a paired model, by AUC). RMIA with each a of `grid` scores
+    every pseudo-target's records; the scores of all pseudo-targets are pooled (each is a share of
+    population records, so they share a scale) and the a whose TPR at low FPR is highest wins
+    (`low_fpr_tpr` over 0.1 %–10 %), ties broken by AUC and then by nearness to the paper's 0.3.
+
+    Low FPR because that is what the attack is judged on (Carlini et al. 2022, §III-C); a range
+    with ties broken at random rather than the TPR at one FPR, because RMIA's score is a count
+    over m population records: every record whose ratio beats all of them ties at 1, that block
+    holds about 2 % of the non-members in the membership preset (m = 200), and the TPR read at 1 %
+    alone is then 0 for most a.
+
+    Falls back to the paper's a = 0.3 when the pseudo-targets hold no member or fewer than
+    `min_non_members` non-members.
+    """
+    truth = np.concatenate([_np(t.is_member).astype(bool) for t in trials]) if trials else np.zeros(0, bool)
+    members, non_members = int(truth.sum()), int((~truth).sum())
+    if members == 0 or non_members < max(min_non_members, 1):
+        return RmiaA(RMIA_PAPER_A, RMIA_A_PAPER, {}, members, non_members)
+    criterion, ranks = {}, {}
+    for a in map(float, grid):
+        scores = np.concatenate([rmia_scores(t.prob, t.reference_prob, t.population_prob,
+                                             t.population_reference_prob, gamma=gamma, a=a,
+                                             reference_out=t.reference_out) for t in trials])
+        criterion[a] = low_fpr_tpr(scores, truth)
+        ranks[a] = (criterion[a], float(roc_auc_score(truth, scores)), -abs(a - RMIA_PAPER_A))
+    return RmiaA(max(ranks, key=ranks.__getitem__), RMIA_A_CHOSEN, criterion, members, non_members)
 
 
 # ------------------------------------------------------------------------------------- metrics

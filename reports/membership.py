@@ -244,6 +244,18 @@ def _fraction(value: float) -> str:
     return f"{value:.2f}"
 
 
+def rmia_a_text(rows: list[dict[str, Any]]) -> str:
+    """RMIA's offline a in the rows that store one, grouped by how it was set:
+    "0.05, 0.1 (chosen on reference models)"; "not stored" for rows written before a was stored."""
+    found: dict[str, set[float]] = {}
+    for row in rows:
+        if row.get("rmia_a") is not None:
+            found.setdefault(str(row.get("rmia_a_from") or "how: not stored"), set()).add(float(row["rmia_a"]))
+    if not found:
+        return "not stored" if any(not failed(row) for row in rows) else "—"
+    return "; ".join(f"{', '.join(f'{a:g}' for a in sorted(values))} ({how})" for how, values in found.items())
+
+
 class _Memberships:
     """The membership rows of a results directory, grouped by (table, run, attacked round)."""
 
@@ -388,6 +400,7 @@ class _Memberships:
                 **{field: _distinct((row.get("data") or {}).get(field, "?") for row in rows)
                    for field in ("members", "non_members", "rmia_population")},
                 "references": _distinct(row.get("references", "?") for row in rows),
+                "rmia_a": rmia_a_text(rows),
                 "seeds": _distinct(row.get("seed", "?") for row in rows), "cells": len(rows),
                 "failed": sum(failed(row) for row in rows), "privacy": self.privacy[run].text(),
             })

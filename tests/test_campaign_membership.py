@@ -9,7 +9,7 @@ import torch
 
 from privaudit.campaign.cells import build_defense, expand, expand_membership
 from privaudit.campaign.config import parse_campaign
-from privaudit.campaign.membership_findings import METHODS, attacker_data, reference_models
+from privaudit.campaign.membership_findings import METHODS, _pseudo_targets, attacker_data, reference_models
 from privaudit.campaign.run import run_campaign
 from privaudit.cli import main
 
@@ -60,12 +60,17 @@ def test_reference_runs_are_the_same_defense_with_their_own_seeds():
     cell = expand(campaign)[0]
     defense = build_defense(cell)
     data = attacker_data(table, defense.setup)
-    views, seeds, _ = reference_models(table, "dpsgd", cell.params, defense.setup, data, cell.run.rounds)
+    references = reference_models(table, "dpsgd", cell.params, defense.setup, data, cell.run.rounds)
+    views, seeds = references.views, references.seeds
     assert set(views) == {(10, 0), (29, 0)} and views[29, 0].shape == (2, defense.setup.model.dim)
     assert len(set(seeds)) == 2 and cell.seed not in seeds
     assert not torch.equal(views[29, 0][0], views[29, 0][1])
-    again, _, _ = reference_models(table, "dpsgd", cell.params, defense.setup, data, cell.run.rounds)
-    assert torch.equal(again[29, 0], views[29, 0])
+    again = reference_models(table, "dpsgd", cell.params, defense.setup, data, cell.run.rounds)
+    assert torch.equal(again.views[29, 0], views[29, 0])
+    sizes = defense.setup.local.sizes.tolist()
+    for shards in references.shards:
+        assert [len(shard) for shard in shards] == sizes
+        assert all(0 <= shard.min() and shard.max() < len(data.pool_y) for shard in shards)
 
 
 def test_membership_rows_have_metrics_with_intervals_and_saved_scores(tmp_path):
@@ -87,6 +92,8 @@ def test_membership_rows_have_metrics_with_intervals_and_saved_scores(tmp_path):
         assert saved["is_member"].sum() == row["data"]["members"] == 10
         assert set(saved.files) >= set(METHODS) | {"member_rows", "non_member_rows"}
     assert members[0]["threat"] == "curious_neighbour" and members[2]["threat"] == "output"
+    assert [row["rmia_a_from"] for row in members] == ["chosen on reference models"] * 2 + ["paper's value 0.3"]
+    assert 0 <= members[0]["rmia_a"] <= 1 and members[2]["rmia_a"] == 0.3
     assert members[0]["data"]["non_members"] == 100 and members[2]["data"]["non_members"] == 50
     assert "LIRA AUC" in lines[1] and "final average" in lines[3]
 
@@ -173,7 +180,7 @@ def _toml(body: dict) -> str:
 
 def test_several_victims_pool_their_records_each_against_its_own_model(tmp_path):
     table = MIA | {"threat": "global_listener", "victims": [0, 3, 7], "references": 2, "rounds": [29],
-                   "non_members": 90}
+                   "non_members": 90, "rmia_a": 0.5}
     campaign = _campaign([table])
     defense = build_defense(expand(campaign)[0])
     data = attacker_data(campaign.membership[0], defense.setup)
@@ -183,5 +190,25 @@ def test_several_victims_pool_their_records_each_against_its_own_model(tmp_path)
     store, _ = _run(campaign, tmp_path)
     (row,) = [row for row in store.rows() if row["type"] == "membership"]
     assert row["status"] == "ok" and row["victims"] == [0, 3, 7] and row["data"]["members"] == 30
+    assert (row["rmia_a"], row["rmia_a_from"]) == (0.5, "set by the campaign")
     saved = np.load(tmp_path / row["artifacts"]["scores"])
     assert sorted(set(saved["owners"].tolist())) == [0, 3, 7]
+
+
+def test_pseudo_targets_are_reference_models_with_their_own_records():
+    """Reference j at the victim's position: its victim's pool records are members, pool records
+    none of its agents trained on are non-members, records of its other agents are neither, and
+    each record is scored with the other references that did not train on it (none left: dropped)."""
+    shards = [[np.array([0, 1]), np.array([2, 3])],   # reference 0: victim 0 trained 0, 1; agent 1 trained 2, 3
+              [np.array([4, 5]), np.array([0, 6])],
+              [np.array([1, 4]), np.array([7, 2])]]
+    pool_prob = np.arange(3 * 9, dtype=float).reshape(3, 9) / 30 + 0.01
+    z_prob = np.full((3, 5), 0.5)
+    first = _pseudo_targets(0, shards, pool_prob, z_prob)[0]
+    kept = [0, 1, 5, 6, 7, 8]  # 2, 3: reference 0's other agent; 4: in both other references
+    np.testing.assert_array_equal(first.prob, pool_prob[0, kept])
+    np.testing.assert_array_equal(first.is_member, [True, True, False, False, False, False])
+    np.testing.assert_array_equal(first.reference_out, [[False, True, False, False, True, True],
+                                                        [True, False, True, True, False, True]])
+    np.testing.assert_array_equal(first.reference_prob, pool_prob[1:][:, kept])
+    assert first.population_prob.shape == (5,) and first.population_reference_prob.shape == (2, 5)

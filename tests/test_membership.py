@@ -11,13 +11,18 @@ import torch
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from attacks.membership import (
+    RMIA_A_CHOSEN,
+    RMIA_A_PAPER,
     ROC_POINTS,
+    PseudoTarget,
     _bootstrap,
     _curves,
     _statistics,
+    choose_rmia_a,
     lira_offline_scores,
     logit_confidence,
     loss_scores,
+    low_fpr_tpr,
     membership_metrics,
     rmia_scores,
 )
@@ -210,3 +215,80 @@ def test_rmia_matches_pairwise_definition():
             return mean if a is None else 0.5 * (1 + a) * mean + 0.5 * (1 - a)
         lr = (tx / marginal(rx))[:, None] / (tz / marginal(rz))[None, :]
         np.testing.assert_allclose(rmia_scores(tx, rx, tz, rz, gamma=gamma, a=a), (lr >= gamma).mean(1))
+
+
+def test_rmia_averages_over_the_references_out_of_each_record():
+    """reference_out: Pr(x) is the mean over the references that did not train on x (all of them
+    by default, so an all-True mask changes nothing)."""
+    tx, rx, tz, rz = _rmia_world(20, 50, 4, boost=1.0, seed=5)
+    out = np.random.default_rng(0).random(rx.shape) < 0.6
+    out[0] = True
+    for a in (None, 0.3):
+        np.testing.assert_array_equal(rmia_scores(tx, rx, tz, rz, a=a, reference_out=np.ones_like(out)),
+                                      rmia_scores(tx, rx, tz, rz, a=a))
+        mean = (rx * out).sum(0) / out.sum(0)
+        marginal = mean if a is None else 0.65 * mean + 0.35
+        mz = rz.mean(0) if a is None else 0.65 * rz.mean(0) + 0.35
+        lr = (tx / marginal)[:, None] / (tz / mz)[None, :]
+        np.testing.assert_allclose(rmia_scores(tx, rx, tz, rz, a=a, reference_out=out), (lr >= 1).mean(1))
+    with pytest.raises(ValueError, match="reference model that did not train"):
+        rmia_scores(tx, rx, tz, rz, reference_out=np.zeros_like(out))
+
+
+def test_low_fpr_tpr_breaks_ties_at_random():
+    """All scores tied: the ROC is the chance diagonal, so the mean TPR over the FPR range is the
+    mean of the FPRs; a perfect score gives 1."""
+    m = labels(500)
+    grid = np.geomspace(0.001, 0.1, 32)
+    assert low_fpr_tpr(np.zeros(1000), m) == pytest.approx(grid.mean())
+    assert low_fpr_tpr(m.astype(float), m) == pytest.approx(1.0)
+
+
+def _offline_world(n: int, k: int, boost: float, noise: float, seed: int):
+    """`_rmia_world` with the reference models' own training data: candidates (n members of the
+    target, n records out of every model), m = 2n population records and a pool of 2n records,
+    each reference model training on a random half of the pool (its logit raised by `boost` there,
+    as the target's on its members). Returns the membership truth, the real attack's inputs, and
+    every reference model as a pseudo-target against the others."""
+    rng = np.random.default_rng(seed)
+    pool = 2 * n
+
+    def model(difficulty, trained):
+        return 1 / (1 + np.exp(-(difficulty + rng.normal(scale=noise, size=difficulty.shape) + boost * trained)))
+
+    d_x, d_z, d_pool = rng.normal(size=2 * n), rng.normal(size=2 * n), rng.normal(size=pool)
+    trained = np.stack([rng.permutation(pool) < pool // 2 for _ in range(k)])
+    real = (model(d_x, labels(n)), np.stack([model(d_x, 0) for _ in range(k)]), model(d_z, 0),
+            np.stack([model(d_z, 0) for _ in range(k)]))
+    on_pool = np.stack([model(d_pool, trained[j]) for j in range(k)])
+    trials = []
+    for j in range(k):
+        others = np.arange(k) != j
+        out = ~trained[others]
+        keep = out.any(axis=0)
+        trials.append(PseudoTarget(on_pool[j, keep], trained[j, keep], on_pool[others][:, keep], out[:, keep],
+                                   real[3][j], real[3][others]))
+    return labels(n), real, trials
+
+
+@pytest.mark.parametrize("boost, noise", [(1.0, 0.3), (1.5, 0.7)])
+def test_rmia_a_chosen_on_reference_models_finds_at_least_the_papers_tpr(boost, noise):
+    """Issue 16 acceptance on synthetic beds: RMIA with a chosen on the reference models reaches at
+    least the TPR at 1 % FPR of a = 0.3 on the same run, and far more than without the offline
+    correction (a = 1). In the first bed the best a is above 0.3, in the second below it."""
+    truth, real, trials = _offline_world(2000, 8, boost, noise, seed=0)
+    chosen = choose_rmia_a(trials)
+    assert chosen.how == RMIA_A_CHOSEN and chosen.a != 0.3
+    assert chosen.members > 4000 and chosen.non_members > 4000 and set(chosen.criterion) >= {0.0, 0.3, 1.0}
+    tpr = {a: membership_metrics(rmia_scores(*real, a=a), truth, bootstrap=0).tpr[1] for a in (chosen.a, 0.3, None)}
+    assert tpr[chosen.a] >= tpr[0.3]
+    assert tpr[chosen.a] > 1.5 * tpr[None]
+
+
+def test_rmia_a_falls_back_to_the_papers_value():
+    _, _, trials = _offline_world(100, 4, 1.0, 0.3, seed=1)
+    assert choose_rmia_a([]).a == 0.3 and choose_rmia_a([]).how == RMIA_A_PAPER == "paper's value 0.3"
+    few = [PseudoTarget(t.prob[:20], t.is_member[:20], t.reference_prob[:, :20], t.reference_out[:, :20],
+                        t.population_prob, t.population_reference_prob) for t in trials]
+    assert choose_rmia_a(few).how == RMIA_A_PAPER
+    assert choose_rmia_a(trials).how == RMIA_A_CHOSEN

@@ -50,7 +50,8 @@ def _metrics(auc: float, auc_ci: list[float], tpr1: float, tpr1_ci: list[float],
 
 def _membership_row(cell: str, training: str, run: str, *, table: str = "MIA", round_: int | None = 299,
                     seed: int = 0, auc: float = 0.73, auc_ci: tuple = (0.60, 0.85), tpr1: float = 0.2,
-                    tpr1_ci: tuple = (0.08, 0.35), non_members: int = 100, status: str = "ok") -> dict:
+                    tpr1_ci: tuple = (0.08, 0.35), non_members: int = 100, status: str = "ok",
+                    rmia_a: tuple | None = (0.45, "chosen on reference models")) -> dict:
     ok = status == "ok"
     return {
         "type": "membership", "cell": cell, "group": f"g-{table}-{run}-{round_}", "training": training,
@@ -64,6 +65,7 @@ def _membership_row(cell: str, training: str, run: str, *, table: str = "MIA", r
         "metrics": {method: (_metrics(auc - shift, [auc_ci[0] - shift, auc_ci[1] - shift], tpr1, list(tpr1_ci),
                                       non_members) if ok else None)
                     for method, shift in (("loss", 0.1), ("lira", 0.0), ("rmia", 0.02))},
+        **({"rmia_a": rmia_a[0], "rmia_a_from": rmia_a[1]} if ok and rmia_a else {}),
         "artifacts": {"scores": f"artifacts/{cell}/scores.npz"} if ok else {},
         "score_wall_s": 0.1, "wall_s": 2.1, "config": {"membership": {"label": table}, "round": round_},
         "version": "0",
@@ -110,6 +112,19 @@ def test_table_shows_auc_with_interval_and_the_lead_states_leakage(one_seed):
     assert "It finds 20 % [8 %, 35 %] of members at 1 % false positives (chance 1 %)." in lead
     assert "Privacy of the run: no DP." in lead
     assert "no detectable" not in lead
+
+
+def test_the_table_states_rmia_a_and_how_it_was_set(one_seed, tmp_path):
+    assert "<th>RMIA a</th>" in _section(one_seed)
+    assert "<td>0.45 (chosen on reference models)</td>" in _section(one_seed)
+    rows = [_training_row("t0", "D-PSGD"), _training_row("t1", "D-PSGD", seed=1),
+            _membership_row("m0", "t0", "D-PSGD", rmia_a=(0.3, "paper's value 0.3")),
+            _membership_row("m1", "t1", "D-PSGD", seed=1, rmia_a=(0.5, "set by the campaign"))]
+    section = _section(_render(tmp_path / "two", rows))
+    assert "<td>0.3 (paper&#39;s value 0.3); 0.5 (set by the campaign)</td>" in section
+    old = _section(_render(tmp_path / "old", [_training_row("t0", "D-PSGD"),
+                                             _membership_row("m0", "t0", "D-PSGD", rmia_a=None)]))
+    assert "<td>not stored</td>" in old
 
 
 def test_interval_containing_chance_is_not_called_leakage(tmp_path):

@@ -331,7 +331,8 @@ class MembershipConfig(ThreatConfig):
     lira_variance: one_of(("global", "per_example"), "LiRA variance") = "global"
     rmia_gamma: float = Field(1.0, gt=0)
     rmia_a: float | None = Field(None, ge=0, le=1, description="RMIA's offline linear approximation "
-                                 "(App. B.2.2); None: the plain mean over reference models")
+                                 "(App. B.2.2); None: chosen on the reference models (each attacked with the "
+                                 "others), the paper's 0.3 with fewer than 4 of them")
     fprs: list[float] = Field(default_factory=lambda: [0.001, 0.01])
     bootstrap: Annotated[int, AfterValidator(within("runs"))] = Field(1000, ge=0)
     confidence: float = Field(0.95, gt=0, lt=1)

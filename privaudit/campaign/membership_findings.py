@@ -19,7 +19,10 @@ The attacker's side, in order:
    final average model.
 3. **Scores** (`score_candidates`): the per-record loss, logit-scaled confidence and correct-class
    probability of the target and of each reference model, turned into LOSS, offline LiRA and
-   RMIA scores (`attacks.membership`).
+   RMIA scores (`attacks.membership`). RMIA's offline a is the campaign's `rmia_a` when it sets
+   one; otherwise it is chosen on the reference models (`rmia_a`): each in turn attacked as a
+   pseudo-target with the others as its references, on pool records whose membership the attacker
+   knows because it trained them, falling back to the paper's 0.3 when the references are too few.
 
 Anything that goes wrong on the attacker's side (a model the tap did not hear, a model whose
 outputs are not finite) becomes a failed finding with its reason.
@@ -41,7 +44,12 @@ from torch import Tensor
 
 from attacks.extract import MODEL_VIEWS
 from attacks.membership import (
+    RMIA_A_PAPER,
+    RMIA_PAPER_A,
     MembershipMetrics,
+    PseudoTarget,
+    RmiaA,
+    choose_rmia_a,
     lira_offline_scores,
     logit_confidence,
     loss_scores,
@@ -68,6 +76,12 @@ METHODS = ("loss", "lira", "rmia")
 REFERENCE_SEED_STRIDE = 1_000_003
 """Reference model k of a cell with seed s runs with seed s + (k + 1)·stride, far from any
 campaign seed, so no reference repeats the target's random draws."""
+
+RMIA_A_MIN_REFERENCES = 4
+"""Fewest reference models to choose RMIA's a on: a pseudo-target and three references of its own,
+each OUT of only part of its records (the pool is shared); below that a is the paper's 0.3."""
+
+RMIA_A_SET = "set by the campaign"
 
 _CHUNK = 1024
 
@@ -186,18 +200,33 @@ def _reference_setup(setup: Setup, data: AttackerData, seed: int) -> Setup:
                                generator=torch.Generator().manual_seed(seed), seed=seed)
 
 
+@dataclass(frozen=True)
+class References:
+    """The reference runs of one membership table on one training cell: the attacked view of each,
+    [K, P] per (attacked round, victim) (round None: the final average model, the same for every
+    victim), their seeds, the pool rows each agent of each run trained on (`shards[k][i]`, indices
+    into the attacker's pool) and the wall time."""
+
+    views: dict[tuple[int | None, int], Tensor]
+    seeds: list[int]
+    shards: list[list[np.ndarray]]
+    wall_s: float
+
+
 def reference_models(table: MembershipConfig, defense: str, params: DefenseParams, setup: Setup,
-                     data: AttackerData, rounds: int) -> tuple[dict[tuple[int | None, int], Tensor], list[int], float]:
-    """Train `table.references` reference runs; return the attacked view of each, [K, P] per
-    (attacked round, victim) (round None: the final average model, the same for every victim),
-    their seeds and the wall time."""
+                     data: AttackerData, rounds: int) -> References:
+    """Train `table.references` reference runs and take the attacked view of each."""
     started = time.perf_counter()
     view = MODEL_VIEWS.get(defense)
     needed = last_round_needed(table, defense, rounds)
     seeds = [setup.seed + (k + 1) * REFERENCE_SEED_STRIDE for k in range(table.references)]
     found: dict[tuple[int | None, int], list[Tensor]] = {}
+    shards = []
     for seed in seeds:
-        reference = DEFENSES[defense](params, _reference_setup(setup, data, seed))
+        reference_setup = _reference_setup(setup, data, seed)
+        local = reference_setup.local
+        shards.append([local.index[i, : int(local.sizes[i])].numpy() for i in range(local.n_agents)])
+        reference = DEFENSES[defense](params, reference_setup)
         taps = []
         if table.target == "intercepted":
             links = [(v, j) for v in table.attacked for j in setup.topology.neighbours(v)]
@@ -209,7 +238,8 @@ def reference_models(table: MembershipConfig, defense: str, params: DefenseParam
                 continue
             for round in table.rounds:
                 found.setdefault((round, victim), []).append(view.extract(output.transcripts[0], victim, round))
-    return {key: torch.stack(models) for key, models in found.items()}, seeds, time.perf_counter() - started
+    return References({key: torch.stack(models) for key, models in found.items()}, seeds, shards,
+                      time.perf_counter() - started)
 
 
 @torch.no_grad()
@@ -226,12 +256,47 @@ def _outputs(model: FlatModel, params: Tensor, x: Tensor, y: Tensor) -> tuple[np
     return np.stack(losses), np.stack(confidences), np.stack(probabilities)
 
 
+def _pseudo_targets(victim: int, shards: list[list[np.ndarray]], pool_prob: np.ndarray,
+                    z_prob: np.ndarray) -> list[PseudoTarget]:
+    """Each reference model at `victim`'s position attacked with the others as its references:
+    its members are the pool records its victim trained on, its non-members the pool records none
+    of its agents trained on (records of its other agents are neither, as for the target), each
+    record against the references that did not train on it; records that every other reference
+    trained on are left out. pool_prob, z_prob: [K, pool] and [K, m] of the reference models."""
+    k, pool = pool_prob.shape
+    trained = np.zeros((k, pool), bool)
+    for j, agents in enumerate(shards):
+        trained[j, np.concatenate(agents)] = True
+    trials = []
+    for j in range(k):
+        others = np.arange(k) != j
+        member = np.zeros(pool, bool)
+        member[shards[j][victim]] = True
+        out = ~trained[others]
+        keep = (member | ~trained[j]) & out.any(axis=0)
+        trials.append(PseudoTarget(pool_prob[j, keep], member[keep], pool_prob[others][:, keep], out[:, keep],
+                                   z_prob[j], z_prob[others]))
+    return trials
+
+
+def rmia_a(table: MembershipConfig, trials: list[PseudoTarget]) -> RmiaA:
+    """RMIA's offline a: the campaign's when it sets one, else chosen on the reference models'
+    pseudo-targets (`attacks.membership.choose_rmia_a`), the paper's 0.3 with too few of them."""
+    if table.rmia_a is not None:
+        return RmiaA(table.rmia_a, RMIA_A_SET, {})
+    if table.references < RMIA_A_MIN_REFERENCES:
+        return RmiaA(RMIA_PAPER_A, RMIA_A_PAPER, {})
+    return choose_rmia_a(trials, gamma=table.rmia_gamma)
+
+
 def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[int, Tensor],
-                     references: dict[int, Tensor], data: AttackerData) -> dict[str, np.ndarray]:
+                     references: dict[int, Tensor], shards: list[list[np.ndarray]],
+                     data: AttackerData) -> tuple[dict[str, np.ndarray], RmiaA]:
     """LOSS, offline LiRA and RMIA scores of the candidates (higher: more likely a member), each
-    candidate against its victim's target model and that victim position's reference models;
-    ValueError when a model's outputs are not finite."""
+    candidate against its victim's target model and that victim position's reference models, and
+    the RMIA a they were scored with; ValueError when a model's outputs are not finite."""
     scores = {name: np.empty(len(data.owners)) for name in METHODS}
+    outputs, trials = {}, []
     for victim, target in targets.items():
         mine = np.flatnonzero(data.owners == victim)
         params = torch.cat([target[None].float(), references[victim].float()])
@@ -245,9 +310,17 @@ def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[in
                 raise ValueError(f"{which} gives a non-finite {name} on some records (diverged training?)")
         scores["loss"][mine] = loss_scores(loss[0])
         scores["lira"][mine] = lira_offline_scores(phi[0], phi[1:], fixed_variance=table.lira_variance == "global")
+        outputs[victim] = (mine, prob, z_prob)
+        if table.rmia_a is None and table.references >= RMIA_A_MIN_REFERENCES:
+            _, _, pool_prob = _outputs(model, references[victim].float(), data.pool_x, data.pool_y)
+            if not np.isfinite(pool_prob).all():
+                raise ValueError(f"a reference model of victim {victim} gives a non-finite probability on its pool")
+            trials += _pseudo_targets(victim, shards, pool_prob, z_prob[1:])
+    chosen = rmia_a(table, trials)
+    for mine, prob, z_prob in outputs.values():
         scores["rmia"][mine] = rmia_scores(prob[0], prob[1:], z_prob[0], z_prob[1:], gamma=table.rmia_gamma,
-                                           a=table.rmia_a)
-    return scores
+                                           a=chosen.a)
+    return scores, chosen
 
 
 def _save_scores(store: ResultsStore, cell: str, scores: dict[str, np.ndarray], data: AttackerData) -> str:
@@ -267,10 +340,12 @@ def target_models(table: MembershipConfig, defense: str, round: int | None, tran
 
 
 def infer(cell_id: str, table: MembershipConfig, model: FlatModel, targets: dict[int, Tensor],
-          references: dict[int, Tensor], data: AttackerData, store: ResultsStore) -> dict[str, Any]:
-    """Score one membership finding; its row fields (status, metrics per method, artifacts)."""
+          references: dict[int, Tensor], shards: list[list[np.ndarray]], data: AttackerData,
+          store: ResultsStore) -> dict[str, Any]:
+    """Score one membership finding; its row fields (status, metrics per method, RMIA's a and how
+    it was set, artifacts)."""
     started = time.perf_counter()
-    scores = score_candidates(table, model, targets, references, data)
+    scores, chosen = score_candidates(table, model, targets, references, shards, data)
     metrics: dict[str, MembershipMetrics] = {
         name: membership_metrics(scores[name], data.is_member, fprs=table.fprs, bootstrap=table.bootstrap,
                                  confidence=table.confidence, seed=k)
@@ -279,6 +354,8 @@ def infer(cell_id: str, table: MembershipConfig, model: FlatModel, targets: dict
     return {
         "status": "ok",
         "metrics": {name: result.as_dict() for name, result in metrics.items()},
+        "rmia_a": chosen.a,
+        "rmia_a_from": chosen.how,
         "artifacts": {"scores": _save_scores(store, cell_id, scores, data)},
         "score_wall_s": time.perf_counter() - started,
     }
@@ -311,8 +388,7 @@ def membership_rows(cells: list[MembershipCell], defense: Defense, transcript: T
     first, training = cells[0], cells[0].training
     run = training.run
     try:
-        references, seeds, reference_wall = reference_models(first.table, run.kind, training.params, defense.setup,
-                                                             data, run.rounds)
+        references = reference_models(first.table, run.kind, training.params, defense.setup, data, run.rounds)
     except Diverged as diverged:
         yield from unrun_rows(cells, data, f"a reference model {diverged}")
         return
@@ -320,12 +396,12 @@ def membership_rows(cells: list[MembershipCell], defense: Defense, transcript: T
         started = time.perf_counter()
         try:
             targets = target_models(cell.table, run.kind, cell.round, transcript, final_states)
-            mine = {victim: references[cell.round, victim] for victim in cell.table.attacked}
-            found = infer(cell.id, cell.table, defense.setup.model, targets, mine, data, store)
+            mine = {victim: references.views[cell.round, victim] for victim in cell.table.attacked}
+            found = infer(cell.id, cell.table, defense.setup.model, targets, mine, references.shards, data, store)
         except (KeyError, ValueError) as error:
             found = failed(error.args[0] if error.args else str(error))
-        yield membership_row(cell, data, seeds, reference_wall, found,
-                             time.perf_counter() - started + reference_wall / len(cells))
+        yield membership_row(cell, data, references.seeds, references.wall_s, found,
+                             time.perf_counter() - started + references.wall_s / len(cells))
 
 
 def unrun_rows(cells: list[MembershipCell], data: AttackerData, reason: str) -> Iterator[dict[str, Any]]:
