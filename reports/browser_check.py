@@ -1,6 +1,8 @@
 """Open a rendered report in headless Chromium and check what a reader's browser would do with it:
 no console error, no request beyond the page itself (inline `data:` images are part of it), every
-section its results call for, and a screenshot of the top of the page (the verdicts).
+section its results call for, a first screen (1280 × 900) that shows the ε overview figure and the
+verdicts, no table row taller than that screen, no horizontal overflow of the page, and a
+screenshot of that first screen.
 
     python -m reports.browser_check results/demo/report.html [--screenshot FILE] [--chromium PATH]
 
@@ -32,7 +34,7 @@ from privaudit.results import ResultsStore
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-default-apps", "--disable-extensions", "--mute-audio", "--hide-scrollbars")
-VIEWPORT = (1280, 1000)
+VIEWPORT = (1280, 900)
 TIMEOUT_S = 60.0
 SETTLE_S = 0.5
 """How long to keep listening after the load event, for late console errors."""
@@ -49,6 +51,13 @@ DOM_PROBE = """JSON.stringify({
     .filter(v => v !== null && !v.startsWith('data:') && !v.startsWith('#')),
   verdictsTop: (document.getElementById('verdicts') || {getBoundingClientRect: () => ({top: Infinity})})
     .getBoundingClientRect().top,
+  figure: (e => e ? {top: e.getBoundingClientRect().top, bottom: e.getBoundingClientRect().bottom,
+                     loaded: e.complete && e.naturalWidth > 0} : null)(document.getElementById('epsilon-figure')),
+  verdictList: (e => e ? e.getBoundingClientRect().top : null)(document.querySelector('#verdicts ul.verdict-groups')),
+  tallest: Array.from(document.querySelectorAll('tr'), r => ({height: r.getBoundingClientRect().height,
+    text: (r.innerText || '').trim().slice(0, 80)})).reduce((a, b) => (b.height > a.height ? b : a),
+    {height: 0, text: ''}),
+  pageWidth: document.documentElement.scrollWidth,
   title: document.title
 })"""
 
@@ -225,8 +234,23 @@ def check_report(report: Path, screenshot: Path, chromium: str) -> str:
         raise CheckFailed(f"the page does not open with the verdicts (first section: {probe['sections'][:1]})")
     if probe["verdictsTop"] >= VIEWPORT[1]:
         raise CheckFailed("the verdicts are below the first screen, so the screenshot does not show them")
+    figure = probe["figure"]
+    if figure is None or not figure["loaded"]:
+        raise CheckFailed("the ε overview figure (#epsilon-figure) is missing or did not load")
+    if figure["bottom"] > VIEWPORT[1]:
+        raise CheckFailed(f"the ε overview figure ends at {figure['bottom']:.0f} px, below the first screen "
+                          f"({VIEWPORT[1]} px)")
+    if probe["verdictList"] is None or probe["verdictList"] >= VIEWPORT[1]:
+        raise CheckFailed("the list of verdicts is not on the first screen")
+    tallest = probe["tallest"]
+    if tallest["height"] > VIEWPORT[1]:
+        raise CheckFailed(f"a table row is {tallest['height']:.0f} px tall, more than the screen's {VIEWPORT[1]} px: "
+                          f"{tallest['text']!r}")
+    if probe["pageWidth"] > VIEWPORT[0]:
+        raise CheckFailed(f"the page is {probe['pageWidth']} px wide: it overflows the {VIEWPORT[0]} px window")
     return (f"browser check passed: {report} — sections {', '.join(probe['sections'])}; no console error; "
-            f"no request beyond the page; screenshot {screenshot}")
+            f"no request beyond the page; ε figure and verdicts on the first {VIEWPORT[0]}×{VIEWPORT[1]} screen; "
+            f"tallest table row {tallest['height']:.0f} px; screenshot {screenshot}")
 
 
 def main(argv: list[str] | None = None) -> int:

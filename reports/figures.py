@@ -120,34 +120,50 @@ def membership_roc(curves: dict[str, list[dict[str, list[float]]]], non_members:
     return to_data_uri(figure)
 
 
-def membership_auc_epsilon(lines: dict[str, list[tuple[float | None, float, tuple[float, float] | None]]],
-                           edge_label: str, title: str) -> str:
-    """Membership AUC against the runs' sound ε (log axis), one line per method: each point is
-    (ε, AUC, error bar or None). Runs without a finite sound ε (ε None) sit at the right edge,
-    past a dotted break, under `edge_label`. Methods are nudged sideways so their error bars do
-    not hide each other; the ticks are the runs' own ε values."""
-    finite = sorted({eps for points in lines.values() for eps, _, _ in points if eps is not None})
-    edge = finite[-1] * 4 if finite else 1.0
-    figure, axis = plt.subplots(figsize=(6, 3.8))
+Point = tuple[float | None, float, tuple[float, float] | None]
+"""A point of a line against a log axis: (x, or None for a run without one; y; error bar or None)."""
+
+
+def points_on_log_axis(axis: plt.Axes, lines: dict[str, list[Point]], edge_label: str, edge: str = "right",
+                       styles: dict[str, dict[str, Any]] | None = None) -> None:
+    """Draw `lines` (legend label → points) on `axis` with a log x axis. Points without an x (a run
+    without a finite ε, or without noise) sit at the `edge` ("right" or "left"), past a dotted
+    break, under `edge_label`. Lines are nudged sideways so their error bars do not hide each
+    other; the ticks are the points' own x values (at most eight of them labelled). `styles`
+    gives a line's matplotlib keywords over the default (the next colour, solid, filled markers)."""
+    finite = sorted({x for points in lines.values() for x, _, _ in points if x is not None})
+    missing = any(x is None for points in lines.values() for x, _, _ in points)
+    edge_x = (finite[-1] * 4 if edge == "right" else finite[0] / 4) if finite else 1.0
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for k, (colour, (method, points)) in enumerate(zip(palette * 4, lines.items())):
+    for k, (colour, (label, points)) in enumerate(zip(palette * 4, lines.items())):
         nudge = 1.06 ** (k - (len(lines) - 1) / 2)
-        placed = sorted((((edge if eps is None else eps) * nudge, auc, bar) for eps, auc, bar in points),
+        placed = sorted((((edge_x if x is None else x) * nudge, y, bar) for x, y, bar in points),
                         key=lambda point: point[0])
-        x = [p[0] for p in placed]
-        y = [p[1] for p in placed]
-        below = [auc - bar[0] if bar else 0.0 for _, auc, bar in placed]
-        above = [bar[1] - auc if bar else 0.0 for _, auc, bar in placed]
-        axis.errorbar(x, y, yerr=[below, above], color=colour, marker="o", markersize=4, capsize=3,
-                      linewidth=1.2, label=plain(method))
-    axis.axhline(0.5, color="grey", linestyle="--", linewidth=0.9, label="chance")
+        below = [y - bar[0] if bar else 0.0 for _, y, bar in placed]
+        above = [bar[1] - y if bar else 0.0 for _, y, bar in placed]
+        style = {"color": colour, "marker": "o", "markersize": 4, "capsize": 3, "linewidth": 1.2}
+        axis.errorbar([p[0] for p in placed], [p[1] for p in placed], yerr=[below, above],
+                      **(style | (styles or {}).get(label, {})), label=plain(label))
     axis.set_xscale("log")
-    ticks = finite + ([edge] if any(eps is None for points in lines.values() for eps, _, _ in points) else [])
-    if finite and ticks[-1] == edge:
-        axis.axvline(math.sqrt(finite[-1] * edge), color="grey", linestyle=":", linewidth=0.8)
-    axis.set_xticks(ticks, [f"{eps:.3g}" for eps in finite] + ([plain(edge_label)] if ticks[-1:] == [edge] else []))
+    labels = {x: f"{x:.3g}" for x in finite[:: math.ceil(len(finite) / 8)]} if finite else {}
+    if missing:
+        labels[edge_x] = plain(edge_label)
+        if finite:
+            axis.axvline(math.sqrt((finite[-1] if edge == "right" else finite[0]) * edge_x), color="grey",
+                         linestyle=":", linewidth=0.8)
+    ticks = sorted(set(finite) | ({edge_x} if missing else set()))
+    axis.set_xticks(ticks, [labels.get(x, "") for x in ticks])
     axis.xaxis.set_minor_locator(NullLocator())
     axis.set_xlim(ticks[0] / 1.6, ticks[-1] * 1.6)
+
+
+def membership_auc_epsilon(lines: dict[str, list[Point]], edge_label: str, title: str) -> str:
+    """Membership AUC against the runs' sound ε (log axis), one line per method: each point is
+    (ε, AUC, error bar or None); runs without a finite sound ε at the right edge under
+    `edge_label` (`points_on_log_axis`)."""
+    figure, axis = plt.subplots(figsize=(6, 3.8))
+    points_on_log_axis(axis, lines, edge_label)
+    axis.axhline(0.5, color="grey", linestyle="--", linewidth=0.9, label="chance")
     axis.set_xlabel("sound ε of the run (log scale)")
     axis.set_ylabel("membership AUC")
     axis.set_title(plain(title), fontsize=9)
@@ -174,4 +190,75 @@ def audit_curve(points: list[tuple[float, float]], references: dict[str, float],
     axis.set_title(plain(title), fontsize=9)
     axis.grid(alpha=0.3, which="both")
     axis.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return to_data_uri(figure)
+
+
+VERDICT_COLOURS = {
+    "refuted": "#cf222e", "no privacy": "#cf222e", "failed": "#cf222e", "understated": "#bc4c00",
+    "consistent": "#1a7f37", "inconclusive": "#6e7781", "not evaluable": "#6e7781", "not audited": "#6e7781",
+}
+"""Each verdict's colour, the same as its badge on the page (`reports/templates/report.html`)."""
+
+FINDING_COLOUR = "#8250df"
+"""The colour of an analytic finding (premise violated, outside the theorem's range, ...)."""
+
+_MARKERS = (  # key in a verdict's values, legend label, marker, colour, filled
+    ("claimed", "claimed ε (the paper's formula, recomputed)", "D", "#1d232a", True),
+    ("stated", "stated ε (the paper's printed number)", "D", "#1d232a", False),
+    ("sound", "sound ε (a standard accountant)", "s", "#0969da", True),
+    ("eps_lb", "empirical ε lower bound (rigorous, at its confidence)", "o", "#cf222e", True),
+    ("estimate", "ε estimate (not a bound)", "o", "#cf222e", False),
+)
+
+
+def _short_label(text: str, width: int = 44) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def epsilon_overview(entries: list[dict[str, Any]]) -> str:
+    """The report's first figure: per verdict (one row each), the claimed, stated and sound ε, the
+    empirical lower bound and the estimate on one log axis, the verdict written at the right in its
+    colour (an analytic finding in its own). A value of 0 sits at the left edge as "0", an infinite
+    one at the right edge as "∞"; a row whose audit bounds δ, not ε, says so."""
+    values = [v for entry in entries for key, *_ in _MARKERS
+              if isinstance(v := entry["values"].get(key), float) and 0 < v < math.inf]
+    low = 10 ** math.floor(math.log10(min(values) / 2)) if values else 0.01
+    high = 10 ** math.ceil(math.log10(max(values) * 2)) if values else 100.0
+    rows = len(entries)
+    figure, axis = plt.subplots(figsize=(9.2, 0.34 * rows + 1.25))
+    axis.set_xscale("log")
+    axis.set_xlim(low, high)
+    axis.set_ylim(rows - 0.5, -0.5)
+    for y, entry in enumerate(entries):
+        if y % 2 == 0:
+            axis.axhspan(y - 0.5, y + 0.5, color="#f3f5f7", zorder=0)
+        for key, _, marker, colour, filled in _MARKERS:
+            value = entry["values"].get(key)
+            if not isinstance(value, float):
+                continue
+            x = min(max(value, low), high)
+            axis.plot([x], [y], marker=marker, markersize=7, linestyle="none", zorder=3,
+                      markerfacecolor=colour if filled else "white", markeredgecolor=colour, clip_on=False)
+            if value <= low or value >= high:
+                axis.annotate("0" if value <= low else "∞", (x, y), xytext=(0, 6), textcoords="offset points",
+                              ha="center", fontsize=7, color=colour)
+        if entry["values"].get("of_delta"):
+            axis.annotate("audit bounds δ, not ε", (low, y), xytext=(4, -3), textcoords="offset points",
+                          fontsize=7, color="#5b6570")
+        findings = ", ".join(f["kind"] for f in entry["findings"])
+        axis.annotate(entry["status"], (1.01, y - (0.17 if findings else 0)), xycoords=("axes fraction", "data"),
+                      va="center", fontsize=8.5, fontweight="bold", annotation_clip=False,
+                      color=VERDICT_COLOURS.get(entry["status"], "#6e7781"))
+        if findings:
+            axis.annotate(findings, (1.01, y + 0.2), xycoords=("axes fraction", "data"), va="center", fontsize=7,
+                          annotation_clip=False, color=FINDING_COLOUR)
+    axis.set_yticks(range(rows))
+    axis.set_yticklabels([plain(_short_label(entry["subject"])) for entry in entries], fontsize=8.5)
+    axis.tick_params(axis="y", length=0)
+    axis.set_xlabel("ε (log scale)")
+    axis.grid(axis="x", alpha=0.3, which="major")
+    handles = [plt.Line2D([], [], marker=marker, linestyle="none", markersize=6, label=label,
+                          markerfacecolor=colour if filled else "white", markeredgecolor=colour)
+               for _, label, marker, colour, filled in _MARKERS]
+    axis.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=7.5, frameon=False)
     return to_data_uri(figure)

@@ -30,8 +30,8 @@ from privaudit.errors import PrivauditError
 from privaudit.results import CAMPAIGN_FILE, ResultsStore, write_atomic
 from reports.audits import audit_section
 from reports.coalition import coalition_section
-from reports.figures import TRAINING_METRICS, training_curves
-from reports.inversion import inversion_section, row_type
+from reports.figures import TRAINING_METRICS, epsilon_overview, training_curves
+from reports.inversion import best_reconstructions, inversion_section, row_type
 from reports.membership import membership_section
 from reports.threat_comparison import threat_comparisons
 from reports.verdicts import verdict_section
@@ -179,6 +179,17 @@ def _campaign(path: Path) -> dict[str, str]:
     return {"text": text, "name": str(header.get("name", "")), "description": str(header.get("description", ""))}
 
 
+SECTION_TITLES = {"claims": "Privacy claims", "training": "Training", "coalition": "Coalition attacks",
+                  "inversion": "Reconstruction attacks", "membership": "Membership inference",
+                  "audits": "Empirical audits", "provenance": "Provenance"}
+"""The sections after the verdicts, in page order, as the table of contents names them."""
+
+
+def _contents(sections: dict[str, Any]) -> list[tuple[str, str]]:
+    """The table of contents: every section after the verdicts that this report has."""
+    return [(key, title) for key, title in SECTION_TITLES.items() if key not in sections or sections[key]]
+
+
 def render_report(results_dir: str | Path, output: str | Path | None = None) -> Path:
     """Write the report of `results_dir` to `output` (default: `results_dir/report.html`),
     atomically: a browser or a second render never sees half a page. Lines of the results that
@@ -194,18 +205,21 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
     environment = Environment(loader=PackageLoader("reports"), autoescape=True)
     environment.filters["num"] = _number
     runs = runs_of(training)
+    verdicts = verdict_section(rows, runs)
+    sections = {"inversion": inversion_section(rows, results_dir), "coalition": coalition_section(rows, results_dir),
+                "membership": membership_section(rows), "audits": audit_section(rows)}
     html = environment.get_template("report.html").render(
         campaign=_campaign(results_dir / CAMPAIGN_FILE),
         results_dir=str(results_dir),
         skipped=skipped,
-        verdicts=verdict_section(rows, runs),
+        verdicts=verdicts,
+        glance={"figure": epsilon_overview(verdicts["entries"]) if verdicts["entries"] else None,
+                "thumbnails": best_reconstructions(rows, results_dir)},
+        contents=_contents(sections),
         summary=_summary(training),
         provenance=_provenance(rows),
-        inversion=inversion_section(rows, results_dir),
         threat_comparisons=threat_comparisons(rows),
-        coalition=coalition_section(rows, results_dir),
-        membership=membership_section(rows),
-        audits=audit_section(rows),
+        **sections,
         training_figures=[
             training_curves({label: runs for label, runs in runs_of(finished).items() if metric in runs[0]["metrics"]},
                             metric)

@@ -1,6 +1,8 @@
 """The report's "Reconstruction attacks" section, from inversion rows alone: laid out like DPDL's
 Tables III/IV (seed 001) — per round, metric blocks × attacks × the runs' grid settings — with the
-noise floor beside every score, failed attempts apart, image grids and MSE-over-iterations traces.
+noise floor beside every score and the seeds judged leaking (the decision each row stores,
+`privaudit.leak`; never recomputed here), failed attempts apart, image grids and
+MSE-over-iterations traces.
 """
 
 from __future__ import annotations
@@ -79,6 +81,72 @@ def _db(value: float) -> str:
     return "∞ dB" if math.isinf(value) else f"{value:.1f} dB"
 
 
+def _seeds(count: int) -> str:
+    return f"{count} seed{'' if count == 1 else 's'}"
+
+
+def percent(fraction: float) -> str:
+    return f"{float(fraction) * 100:.3g} %"
+
+
+def leak_record(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A row's stored leak decision (`privaudit.leak`), None for a row without one: written
+    before the leak test, or with no reconstruction to judge."""
+    record = row.get("leak")
+    return record if isinstance(record, dict) and isinstance(record.get("leak"), bool) else None
+
+
+def _closeness(record: dict[str, Any]) -> int:
+    """How near a decision came to a leak: the better of its two statistics' worse rank."""
+    ranks = [(record.get(f"{s}psnr_rank"), record.get(f"{s}ssim_rank")) for s in ("", "best_")]
+    return min(max(int(r or 0) for r in pair) for pair in ranks)
+
+
+def leak_verdict(rows: list[dict[str, Any]]) -> str:
+    """The leak decisions stored in the scored attempts `rows` (the seeds of one attack, setting
+    and round) in words. Rows written before the leak test fall back to the old comparison of the
+    median PSNR with the floor's mean, said to be that and to state no confidence."""
+    decided = [(row, record) for row, record in ((row, leak_record(row)) for row in rows) if record is not None]
+    legacy = [row for row in rows if leak_record(row) is None]
+    if not decided:
+        return _old_comparison(legacy)
+    records = [record for _, record in decided]
+    level = "/".join(dict.fromkeys(percent(r["confidence"]) for r in records))
+    against = "/".join(dict.fromkeys(str(r.get("draws", "?")) for r in records)) + \
+        " batches of unrelated training images"
+    leaking = [r for r in records if r["leak"]]
+    if leaking:
+        allowed = int(leaking[0].get("allowed_rank", 1))
+        beat = "every one" if allowed == 1 else f"all but {allowed - 1}"
+        text = (f"leak at {level} confidence in {len(leaking)} of {_seeds(len(records))} (the batch's mean or "
+                f"its best image beat {beat} of {against} on both PSNR and SSIM)")
+        others = len(records) - len(leaking)
+        if others:
+            text += f"; not detected at this strength in the other {'seed' if others == 1 else _seeds(others)}"
+    else:
+        row, record = min(decided, key=lambda pair: _closeness(pair[1]))
+        which = f"; closest, seed {row.get('seed', '?')}" if len(decided) > 1 else ""
+        text = (f"no leak detected at this strength (rank test at {level} confidence against {against}, "
+                f"{_seeds(len(decided))}{which}: {record.get('reason', 'no reason stored')})")
+    if legacy:
+        text += f"; {len(legacy)} more written before the leak test, not judged"
+    return text
+
+
+def _old_comparison(rows: list[dict[str, Any]]) -> str:
+    """The comparison rows carried before the leak test: median PSNR against the floor's mean."""
+    floor = [v for v in (_value(row, "psnr", "baseline") for row in rows) if v is not None]
+    psnr = [v for v in (_value(row, "psnr") for row in rows) if v is not None]
+    if not floor or not psnr:
+        return "no noise floor stored to compare with"
+    old = ("by the old comparison of the median PSNR with the floor's mean, which states no confidence (rows "
+           "written before the leak test)")
+    if median(psnr) > median(floor):
+        gap = "∞" if math.isinf(median(psnr)) else f"{median(psnr) - median(floor):.1f}"
+        return f"{gap} dB above the noise floor ({_db(median(floor))}) {old}"
+    return f"not above the noise floor ({_db(median(floor))}) {old}"
+
+
 def _attack_names(rows: list[dict[str, Any]]) -> dict[str, str]:
     """Each inversion cell's row name "defense table · attack label".
 
@@ -143,36 +211,42 @@ class _Inversions:
         return [self.headline(name) for name in self.names]
 
     def headline(self, name: str | None = None) -> str:
-        """The (setting, round) where attack `name` did best — highest median PSNR over seeds —
-        against the median noise floor of the same attempts; the best of every attack when `name`
-        is None."""
+        """The (setting, round) where attack `name` did best — the largest share of seeds judged
+        leaking, then the highest median PSNR over seeds — and the leak decisions stored for its
+        seeds (`leak_verdict`); the best of every attack when `name` is None."""
         chosen = {key: cell for key, cell in self.cells.items() if name is None or key[0] == name}
         attempts = [row for cell in chosen.values() for row in cell]
         lost = sum(failed(row) for row in attempts)
         lost_text = f" {lost} of {len(attempts)} attempts failed." if lost else ""
-        best: tuple[float, str, str, Any, list[dict[str, Any]]] | None = None
+        best: tuple[tuple[float, float], str, str, Any, list[dict[str, Any]]] | None = None
         for (n, key, round_), cell in chosen.items():
             psnr = self.scores(cell, "psnr")
-            if psnr and (best is None or median(psnr) > best[0]):
-                best = (median(psnr), n, key, round_, cell)
+            if not psnr:
+                continue
+            records = [record for record in map(leak_record, self.ok(cell)) if record is not None]
+            share = sum(record["leak"] for record in records) / len(records) if records else 0.0
+            if best is None or (share, median(psnr)) > best[0]:
+                best = ((share, median(psnr)), n, key, round_, cell)
         if best is None:
             return f"{name or 'every attack'}: no attempt produced a reconstruction.{lost_text}"
-        value, n, key, round_, cell = best
+        (_, value), n, key, round_, cell = best
         seeds = len(self.scores(cell, "psnr"))
-        where = f"{setting_text(self.settings[key])}, round {round_}, {seeds} seed{'s' if seeds > 1 else ''}"
-        floor = self.scores(cell, "psnr", "baseline")
+        where = f"{setting_text(self.settings[key])}, round {round_}, {_seeds(seeds)}"
         ssim = self.scores(cell, "ssim")
         ssim_text = f", SSIM {median(ssim):.2f}" if ssim else ""
-        if not floor:
-            verdict = "no noise floor stored to compare with"
-        elif value > median(floor):
-            gap = "∞" if math.isinf(value) else f"{value - median(floor):.1f}"
-            verdict = (f"{gap} dB above the noise floor ({_db(median(floor))}): the reconstructions are "
-                       "closer to the originals than an unrelated training image is")
-        else:
-            verdict = (f"not above the noise floor ({_db(median(floor))}): no closer to the originals "
-                       "than an unrelated training image")
-        return f"{n}: best median PSNR {_db(value)}{ssim_text} ({where}), {verdict}.{lost_text}"
+        scored = [row for row in self.ok(cell) if _value(row, "psnr") is not None]
+        return f"{n}: median PSNR {_db(value)}{ssim_text} ({where}), {leak_verdict(scored)}.{lost_text}"
+
+    def leak_line(self, name: str, cells: list[list[dict[str, Any]] | None]) -> dict[str, Any]:
+        """The table line of attack `name`: per cell, how many of its seeds were judged leaking."""
+        shown = []
+        for cell in cells:
+            records = [] if cell is None else [r for r in map(leak_record, self.ok(cell)) if r is not None]
+            level = "/".join(dict.fromkeys(percent(r["confidence"]) for r in records))
+            shown.append({"text": "" if cell is None else
+                          (f"{sum(r['leak'] for r in records)} of {len(records)} ({level})" if records else "—"),
+                          "failed": 0 if cell is None else sum(failed(row) for row in cell)})
+        return {"name": name, "kind": "score", "cells": shown}
 
     def attacks(self) -> list[dict[str, Any]]:
         """What each attack name inverted, under which threat model, and how its attempts ended
@@ -217,6 +291,9 @@ class _Inversions:
                             {"text": "" if cell is None else _mean_std(self.scores(cell, metric, "baseline"), digits),
                              "failed": 0} for cell in cells]})
                 blocks.append({"title": title, "lines": lines})
+            if any(leak_record(row) for (_, _, r), cell in self.cells.items() if r == round_ for row in cell):
+                blocks.append({"title": "seeds judged leaking", "lines": [
+                    self.leak_line(name, [self.cells.get((name, key, round_)) for key in keys]) for name in names]})
             tables.append({"round": round_, "settings": [
                 {"text": setting_text(self.settings[key]), "full": key} for key in keys], "blocks": blocks})
         return tables
@@ -305,3 +382,26 @@ def strongest_reconstructions(rows: list[dict[str, Any]]) -> dict[str, str]:
         if row_type(row) == "inversion" and group is not None:
             by_run.setdefault(group, []).append(row)
     return {group: _Inversions(attacked, Path(".")).headline() for group, attacked in by_run.items()}
+
+
+def best_reconstructions(rows: list[dict[str, Any]], results_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per attacked defense run (the training rows' `group`), its best reconstruction: the attempt
+    with the highest PSNR over every attack, setting, round and seed, as the original and the
+    reconstruction images with its PSNR, attack name and round — the thumbnail beside the run's
+    verdict. Runs whose attempts all failed are absent."""
+    group_of = {row["cell"]: row.get("group") for row in rows if row_type(row) == "training"}
+    attempts = [row for row in rows if row_type(row) == "inversion" and not failed(row)
+                and group_of.get(str(row.get("training"))) is not None and _value(row, "psnr") is not None]
+    names = _attack_names(attempts)
+    best: dict[str, dict[str, Any]] = {}
+    for row in attempts:
+        group = str(group_of[str(row["training"])])
+        if group not in best or _value(row, "psnr") > _value(best[group], "psnr"):
+            best[group] = row
+    found = {}
+    for group, row in best.items():
+        artifacts = row.get("artifacts") or {}
+        found[group] = {"original": _artifact(results_dir, artifacts.get("original"), "original"),
+                        "reconstruction": _artifact(results_dir, artifacts.get("reconstruction"), "reconstruction"),
+                        "psnr": _db(_value(row, "psnr")), "attack": names[row["cell"]], "round": row.get("round")}
+    return found

@@ -214,6 +214,50 @@ def _findings(claims: list[dict[str, Any]]) -> list[dict[str, str]]:
     return found
 
 
+def _median(values: list[Any]) -> float | None:
+    """The median of the finite values over seeds (an infinite one counts as infinite), None when
+    there is none: the one number per verdict the overview figure places."""
+    numbers = sorted(float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+                     and not math.isnan(v))
+    return numbers[len(numbers) // 2] if numbers else None
+
+
+def _values(claimed: list[Any], stated: list[Any], sound: list[Any], best: dict[str, Any] | None) -> dict[str, Any]:
+    """The verdict's ε values as numbers, for the overview figure: claimed (recomputed), stated and
+    sound (medians over seeds), the strongest audit's ε_LB and its estimate (None when the
+    strongest bound is of δ, or there is none), and whether that bound is of δ."""
+    best = best or {}
+    of_delta = (best.get("tightness") or {}).get("of") == "delta"
+    return {"claimed": _median(claimed), "stated": _median(stated), "sound": _median(sound),
+            "eps_lb": None if of_delta else _finite(best.get("eps_lb")),
+            "estimate": None if of_delta else _finite(best.get("eps_estimate")), "of_delta": of_delta,
+            "delta_lb": _finite(best.get("delta_lb")) if of_delta else None}
+
+
+def _short(status: str, values: dict[str, Any], claim: dict[str, str], sound: dict[str, str],
+           bound: dict[str, str] | None) -> str:
+    """The verdict in one short sentence, numbers included; the full reasoning goes into the
+    row's details."""
+    found = bound["value"] if bound else "no bound"
+    if status == "refuted":
+        delta = "" if claim["delta"] == "—" else f", δ {claim['delta']}"
+        return f"Refuted: the audit finds {found}, beyond the claim (ε {claim['recomputed']}{delta})."
+    if status == "understated":
+        delta = f", δ {sound['delta']}" if sound.get("delta") else ""
+        return f"Understated: claims ε {claim['recomputed']}; a sound accountant gives ε {sound['eps']}{delta}."
+    if status == "no privacy":
+        return "No privacy claimed; what the attacks recover is in the details and below."
+    if status == "consistent":
+        return f"Consistent so far: the audit finds {found}, within the claim (ε {claim['recomputed']})."
+    if status == "inconclusive":
+        return f"Inconclusive: audited, no evidence at this strength ({found})."
+    if status == "not evaluable":
+        return "Not evaluable: the audit cannot judge this claim (details)."
+    if status == "failed":
+        return "Failed: every attempt of the audit failed (details)."
+    return f"Not audited: accounting only (claimed ε {claim['recomputed']}, sound ε {sound['eps']})."
+
+
 def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, related: list[dict[str, Any]],
                  leakage: list[str]) -> dict[str, Any]:
     """The verdict of one defense run (all its seeds)."""
@@ -244,10 +288,15 @@ def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, re
         verdict = (audit.get("verdict") or {}).get("status") or audit.get("status") or "?"
         notes.append(f"Mechanism audit of the same algorithm: {audit.get('label', '?')} · "
                      f"{audit.get('subject', '?')} ({verdict}; see its own verdict).")
+    claim, sound, bound = _claim_cell(claims), _sound_cell(claims), evidence.bound()
+    values = _values([c.get("eps_claimed") for c in claims], [c.get("eps_stated") for c in claims],
+                     [c.get("eps_sound") for c in claims], evidence.best())
     return {"subject": label, "kind": "defense run", "detail": str(runs[0].get("title", "")),
-            "seeds": ", ".join(str(row.get("seed")) for row in runs), "claim": _claim_cell(claims),
-            "sound": _sound_cell(claims), "bound": evidence.bound(), "tightness": evidence.tightness(),
-            "status": status, "sentence": sentence, "notes": notes, "findings": _findings(claims)}
+            "seeds": ", ".join(str(row.get("seed")) for row in runs), "claim": claim, "sound": sound,
+            "bound": bound, "tightness": evidence.tightness(), "status": status, "sentence": sentence,
+            "short": _short(status, values, claim, sound, bound), "values": values,
+            "assumptions": [str(a) for a in claims[0].get("assumptions") or []], "group": runs[0].get("group"),
+            "notes": notes, "findings": _findings(claims)}
 
 
 def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -271,16 +320,21 @@ def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
     kind = str(first.get("kind", "?"))
     speaks = first.get("defense_label") or first.get("defense")
     delta_sound = _over_seeds([row.get("delta_sound") for row in rows])
+    claim = {"notion": "", "equation": statement or "no claim stated", "stated": _over_seeds(
+                 [row.get("eps_stated") for row in rows]),
+             "recomputed": _over_seeds([row.get("eps_claimed") for row in rows]), "differs": "",
+             "delta": "—", "horizon": "—"}
+    sound = {"eps": _over_seeds([row.get("eps_sound") for row in rows]),
+             "delta": "" if delta_sound == "—" else delta_sound, "method": ""}
+    bound = evidence.bound()
+    values = _values([row.get("eps_claimed") for row in rows], [row.get("eps_stated") for row in rows],
+                     [row.get("eps_sound") for row in rows], evidence.best())
     return {"subject": str(first.get("subject", "?")), "kind": f"{kind} audit",
             "detail": f"{first.get('label', '?')}" + (f" (for {speaks})" if speaks else ""),
-            "seeds": ", ".join(str(row.get("seed")) for row in rows),
-            "claim": {"notion": "", "equation": statement or "no claim stated", "stated": "—",
-                      "recomputed": _over_seeds([row.get("eps_claimed") for row in rows]), "differs": "",
-                      "delta": "—", "horizon": "—"},
-            "sound": {"eps": _over_seeds([row.get("eps_sound") for row in rows]),
-                      "delta": "" if delta_sound == "—" else delta_sound, "method": ""},
-            "bound": evidence.bound(), "tightness": evidence.tightness(), "status": status,
-            "sentence": sentence, "notes": [], "findings": []}
+            "seeds": ", ".join(str(row.get("seed")) for row in rows), "claim": claim, "sound": sound,
+            "bound": bound, "tightness": evidence.tightness(), "status": status, "sentence": sentence,
+            "short": _short(status, values, claim, sound, bound), "values": values, "assumptions": [],
+            "group": None, "notes": [], "findings": []}
 
 
 def _link(audits: dict[str, list[dict[str, Any]]], runs: dict[str, list[dict[str, Any]]]) -> tuple[

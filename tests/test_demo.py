@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from attacks.mechanisms import MECHANISMS
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.campaign.config import read_campaign
 from privaudit.campaign.jobs import run_cell
@@ -35,18 +36,23 @@ def test_demo_dpsgd_reaches_90_percent_and_dp_variant_states_its_epsilon():
 
 
 def test_demo_campaign_shows_the_whole_suite():
-    """Issue 7's embedded default: undefended D-PSGD, DPDL and ternary quantization, inversion at
-    two rounds, membership inference, the ternary quantizer audit and canary audits — issue 14's
-    end to end on a seed algorithm (DPDL) among them."""
+    """Issue 17's demo, the whole suite in small: every seed algorithm (DPDL, LT-ADMM-DP, Wang &
+    Zhang's Alg. 1 and 2, ternary) beside D-PSGD and DP-D-PSGD, each attacked or audited —
+    inversion at two rounds, membership inference, canary audits end to end on DP-D-PSGD and
+    DPDL, and a mechanism audit of each seed algorithm's release at its trained setting."""
     campaign, _ = read_campaign(None)
     kinds = {run.kind for run in campaign.defense}
-    assert {"dpsgd", "dp_dpsgd", "dpdl", "ternary"} <= kinds
+    assert kinds == {"dpsgd", "dp_dpsgd", "dpdl", "ternary", "lt_admm_dp", "tvss_output", "tvss_gradient"}
     assert [len(table.rounds) for table in campaign.attack] == [2]
     assert campaign.membership
     assert [(table.kind, table.mechanism or table.method) for table in campaign.audit] == [
-        ("mechanism", "ternary"), ("canary", "repeated"), ("canary", "repeated"), ("canary", "one_run")]
+        ("mechanism", "ternary"), ("mechanism", "lt_admm_round"), ("mechanism", "tvss_state"),
+        ("mechanism", "tvss_gradient"), ("canary", "repeated"), ("canary", "one_run")]
     audited = {campaign.defense[k].kind for index in range(len(campaign.audit)) for k in campaign.audit_targets(index)}
-    assert audited == {"dp_dpsgd", "dpdl"}
+    attacked = {campaign.defense[k].kind for table in [*campaign.attack, *campaign.membership]
+                for k, run in enumerate(campaign.defense) if run.label in table.defense}
+    mechanisms = {MECHANISMS[table.mechanism].defense for table in campaign.audit if table.kind == "mechanism"}
+    assert audited | attacked | mechanisms == kinds
 
 
 @pytest.mark.slow

@@ -33,6 +33,7 @@ from typing import Any
 
 from attacks.audit import audit, perfect_test_eps
 from attacks.canary import Game, audit_game, make_game, one_run_game
+from attacks.one_run import one_run_eps
 from attacks.canary_statistics import SELECT_FRACTION
 from attacks.mechanisms import MECHANISMS
 from privaudit import __version__
@@ -148,14 +149,24 @@ def check_audit(cell: AuditCell) -> None:
 
 
 def _ceiling(record: dict[str, Any]) -> float | None:
-    """The ε_LB an error-free test would reach with the runs this audit's bound counts (all of them
-    when the threshold is fixed from the law, the part not held out otherwise); None for a one-run
-    audit, whose bound counts guesses, not runs."""
+    """The ε_LB an error-free attack would reach with what this audit's bound counts: for repeated
+    runs, every run (the threshold fixed from the law) or the part not held out; for one run
+    (Steinke, Nasr & Jagielski 2023), every guess correct. None when the record says neither."""
+    if isinstance(record.get("guesses"), int) and isinstance(record.get("canaries"), int):
+        return one_run_eps(record["guesses"], record["guesses"], record["canaries"], record["delta"],
+                           record["confidence"])
     runs = record.get("runs_per_side")
     if not isinstance(runs, int):
         return None
     trials = runs if record.get("protocol") == "model" else runs - max(2, int(runs * SELECT_FRACTION))
     return perfect_test_eps(trials, record["confidence"], record["delta"])
+
+
+def _counted(record: dict[str, Any]) -> str:
+    """What the audit's bound counts, in words."""
+    if isinstance(record.get("guesses"), int):
+        return f"its {record['guesses']} guesses among {record['canaries']} canaries"
+    return f"its {record['runs_per_side']:,} runs per side"
 
 
 def canary_verdict(record: dict[str, Any]) -> dict[str, Any]:
@@ -185,8 +196,8 @@ def canary_verdict(record: dict[str, Any]) -> dict[str, Any]:
     ceiling = _ceiling(record)
     if ceiling is not None and ceiling <= claimed:
         return {"status": "inconclusive", "statement": statement,
-                "reason": f"this audit cannot refute ε = {claimed:.4g}: even an error-free test on its "
-                          f"{record['runs_per_side']:,} runs per side certifies at most ε ≥ {ceiling:.4g}; {forced}"}
+                "reason": f"this audit cannot refute ε = {claimed:.4g}: even an error-free attack on {_counted(record)} "
+                          f"certifies at most ε ≥ {ceiling:.4g}; {forced}"}
     if eps_lb <= 0:
         return {"status": "inconclusive", "statement": statement,
                 "reason": f"no evidence at this strength: {forced}"
