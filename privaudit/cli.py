@@ -166,6 +166,8 @@ def _claims(args: argparse.Namespace) -> int:
             print("  ".join("-" * width for width in widths))
     for row in rows:
         print(f"\n{row['label']}: {row['equation']}")
+        for finding in row.get("findings") or []:
+            print(f"  finding ({finding['kind']}): {finding['text']}")
         print(f"  adjacency: {row['adjacency']}")
         print(f"  sound ε: {row['sound_method']}")
         for assumption in row["assumptions"]:

@@ -187,6 +187,8 @@ def test_claims_table_prints_one_line_per_run(capsys):
     assert out.splitlines()[0].split()[:3] == ["label", "notion", "adjacency"]
     private = next(line for line in out.splitlines() if line.startswith("DP-D-PSGD σ=1 "))
     assert private.split()[2] == "(ε," and "1e-05" in private
+    assert "  finding (vacuous claim): the claimed δ = 1 ≥ 1 constrains nothing" in out  # ternary at r = 1
+    assert "  finding (outside its theorem's range): Theorem 1 holds only for ε ≤" in out  # DPDL ε = 8
 
 
 def test_report_keeps_apart_two_configurations_sharing_a_label(tmp_path):
