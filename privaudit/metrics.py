@@ -55,7 +55,7 @@ LPIPS_MIN_SIDE = 31
 _HASH_IN_NAME = re.compile(r"-([a-f0-9]+)\.")
 # lpips' AlexNet trunk cuts torchvision's `features` into five slices at these indices.
 _LPIPS_SLICES = (
-    (1, range(0, 2)), (2, range(2, 5)), (3, range(5, 8)), (4, range(8, 10)), (5, range(10, 12))
+    (1, range(2)), (2, range(2, 5)), (3, range(5, 8)), (4, range(8, 10)), (5, range(10, 12))
 )
 
 
@@ -96,16 +96,13 @@ def score_reconstruction(
 ) -> Scores:
     """Score `reconstruction` [B', C, H, W] against `original` [B, C, H, W], both in the model's
     (normalised) input space; label accuracy when both `labels` and `true_labels` are given."""
-    if min(original.shape[-2:]) < 3:
-        raise ValueError(f"images of {tuple(original.shape[-2:])} pixels are too small for SSIM")
+    _check_ssim_size(original)
     rec, orig, originals, pairs = _paired(reconstruction, original, normalisation)
     rec = rec[torch.as_tensor(pairs)]
     orig = orig[torch.as_tensor(originals)]
 
-    mse = [float(v) for v in (rec - orig).square().flatten(1).mean(-1)]
-    psnr = [10.0 * math.log10(1.0 / v) if v > 0 else math.inf for v in mse]
-    ssim = [_ssim(a, b) for a, b in zip(rec.numpy(), orig.numpy())]
-    per_image = {"mse": mse, "psnr": psnr, "ssim": ssim}
+    per_image = _pixel_scores(rec, orig)
+    mse, psnr, ssim = per_image["mse"], per_image["psnr"], per_image["ssim"]
     lpips_values, lpips_status = _lpips(rec.float(), orig.float())
     if lpips_values is not None:
         per_image["lpips"] = lpips_values
@@ -128,6 +125,15 @@ def score_reconstruction(
         per_image=per_image,
         pairs=tuple(assignment),
     )
+
+
+def image_scores(reconstruction: Tensor, original: Tensor, normalisation: Normalisation) -> dict[str, list[float]]:
+    """Per-image MSE, PSNR and SSIM of the Hungarian-paired batches, in the order of the paired
+    originals, as in `score_reconstruction` but without LPIPS and labels: cheap enough to score
+    hundreds of unrelated batches against the originals (`privaudit.leak`'s noise floor)."""
+    _check_ssim_size(original)
+    rec, orig, originals, pairs = _paired(reconstruction, original, normalisation)
+    return _pixel_scores(rec[torch.as_tensor(pairs)], orig[torch.as_tensor(originals)])
 
 
 def pixel_errors(reconstruction: Tensor, original: Tensor, normalisation: Normalisation) -> tuple[float, float]:
@@ -153,6 +159,19 @@ def _paired(reconstruction: Tensor, original: Tensor, normalisation: Normalisati
     rows, cols = linear_sum_assignment(pairwise.numpy())
     order = np.argsort(rows)
     return rec, orig, rows[order], cols[order]
+
+
+def _check_ssim_size(original: Tensor) -> None:
+    if min(original.shape[-2:]) < 3:
+        raise ValueError(f"images of {tuple(original.shape[-2:])} pixels are too small for SSIM")
+
+
+def _pixel_scores(rec: Tensor, orig: Tensor) -> dict[str, list[float]]:
+    """Per-image MSE, PSNR and SSIM of paired [0, 1] batches (pair k: rec[k] with orig[k])."""
+    mse = [float(v) for v in (rec - orig).square().flatten(1).mean(-1)]
+    psnr = [10.0 * math.log10(1.0 / v) if v > 0 else math.inf for v in mse]
+    ssim = [_ssim(a, b) for a, b in zip(rec.numpy(), orig.numpy())]
+    return {"mse": mse, "psnr": psnr, "ssim": ssim}
 
 
 def _ssim(a: np.ndarray, b: np.ndarray) -> float:

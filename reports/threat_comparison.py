@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.inversion import row_type
+from reports.inversion import leak_record, percent, row_type
 
 
 def _outcome(row: dict[str, Any]) -> dict[str, Any]:
-    metrics, floor = row.get("metrics") or {}, row.get("baseline") or {}
+    metrics, floor, record = row.get("metrics") or {}, row.get("baseline") or {}, leak_record(row)
+    leak = None if record is None else \
+        (f"leak at {percent(record['confidence'])}" if record["leak"] else "no leak detected")
     return {"psnr": metrics.get("psnr"), "ssim": metrics.get("ssim"), "floor": floor.get("psnr"),
-            "status": str(row.get("status", ""))}
+            "leak": leak, "status": str(row.get("status", ""))}
 
 
 def _attacker(row: dict[str, Any]) -> str:

@@ -50,12 +50,14 @@ def test_one_training_run_feeds_every_attack_cell_and_rows_are_scored(tmp_path):
         assert set(row["metrics"]) == {"mse", "psnr", "ssim", "lpips", "label_acc"}
         assert row["metrics"]["psnr"] > 0 and 0 <= row["metrics"]["mse"] <= 1
         assert row["baseline"]["psnr"] > 0
+        assert len(row["floor"]["psnr"]) == len(row["floor"]["best_ssim"]) == row["floor"]["draws"] == 199
+        assert row["leak"]["confidence"] == 0.99 and isinstance(row["leak"]["leak"], bool) and row["leak"]["reason"]
         assert [point["iteration"] for point in row["trace"]] == [10, 20, 30, 40]
         for name in ("original", "reconstruction", "tensors"):
             assert (tmp_path / row["artifacts"][name]).is_file()
         saved = torch.load(tmp_path / row["artifacts"]["tensors"], weights_only=False)
         assert saved["original"].shape == saved["reconstruction"].shape == (1, 1, 8, 8)
-    assert len(lines) == 3 and "PSNR" in lines[1] and "noise floor" in lines[1]
+    assert len(lines) == 3 and "PSNR" in lines[1] and "noise floor" in lines[1] and "at 99 %" in lines[1]
 
 
 def test_the_scored_original_is_the_batch_the_victim_really_used(tmp_path):

@@ -87,6 +87,7 @@ def test_a_coalition_campaign_runs_and_reports_each_agent(tmp_path):
     neighbour = next(a for a in dpsgd["agents"] if a["agent"] == 1)
     assert neighbour["exposure"] == "exact"
     assert neighbour["relative_error"] < 1e-4 and neighbour["metrics"]["psnr"] > 30
+    assert neighbour["leak"]["leak"] and len(neighbour["floor"]["ssim"]) == 199
     assert dpdl["status"].startswith("failed: DPDL") and dpdl["agents"] == []
     assert 'id="coalition"' in render_report(tmp_path / "out").read_text()
 

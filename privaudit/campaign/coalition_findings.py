@@ -5,8 +5,9 @@ coloured by exposure.
 
 As for single-victim inversions, the ground truth (every agent's batch rows and gradient at the
 attacked round, recorded by a `Witnesses` tap) meets the attacker's output only after the attack,
-in `privaudit.metrics`; the recovered update's relative error is measured against the gradient
-the agent really used at that round. A defense whose messages the coalition attack does not model
+in `privaudit.metrics` and `privaudit.leak` (the noise floor and the leak decision); the
+recovered update's relative error is measured against the gradient the agent really used at that
+round. A defense whose messages the coalition attack does not model
 gives a failed row saying why, and the campaign goes on.
 """
 
@@ -23,8 +24,9 @@ from attacks.inversion import INVERSIONS
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.cells import AttackCell
-from privaudit.campaign.inversion_findings import attack_batch_size, baseline, save_images
+from privaudit.campaign.inversion_findings import attack_batch_size, save_images
 from privaudit.errors import ConfigError
+from privaudit.leak import decide, noise_floor
 from privaudit.metrics import score_reconstruction
 from privaudit.results import ResultsStore
 from privaudit.topology import Topology
@@ -108,8 +110,8 @@ def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcrip
         gradient = _truth(witnesses, item.agent, cell.round, "gradient")
         entry: dict[str, Any] = {"agent": item.agent, "exposure": item.exposure,
                                  "role": "neighbour" if item.agent in neighbours else "beyond",
-                                 "relative_error": None, "metrics": None, "baseline": None, "status": "hidden",
-                                 "artifacts": {}}
+                                 "relative_error": None, "metrics": None, "baseline": None, "floor": None,
+                                 "leak": None, "status": "hidden", "artifacts": {}}
         if item.target is not None and rows is not None and len(rows.reshape(-1)):
             rows = rows.reshape(-1).long()
             if gradient is not None:
@@ -120,12 +122,14 @@ def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcrip
                                               normalisation=data.normalisation, seed=setup.seed)
             original = data.x_train[rows]
             entry["status"] = result.status
-            entry["baseline"] = baseline(setup, rows, setup.seed)
+            floor = noise_floor(data, rows, setup.seed, size=batch_size)
+            entry["baseline"], entry["floor"] = floor.summary(), floor.record()
             if result.images is not None:
                 scores = score_reconstruction(result.images.float(), original, data.normalisation,
                                               labels=result.labels, true_labels=data.y_train[rows])
                 summary = scores.summary()
                 entry["metrics"] = {key: summary[key] for key in ("mse", "psnr", "ssim", "label_acc")}
+                entry["leak"] = decide(result.images.float(), scores, floor, data.normalisation).record()
                 entry["artifacts"] = save_images(store, f"{cell.id}/agent{item.agent}", original,
                                                  result.images.float(), scores.pairs, data.normalisation)
         agents.append(entry)
@@ -167,4 +171,7 @@ def coalition_headline(row: dict[str, Any]) -> str:
     scored = [a for a in row["agents"] if a["metrics"] and a["metrics"]["psnr"] is not None]
     best = max((a["metrics"]["psnr"] for a in scored), default=None)
     text = f"{row['exposed']} of {len(row['agents'])} agents exposed ({row.get('exact', 0)} exactly)"
-    return text + ("" if best is None else f", best PSNR {best:.1f} dB")
+    decided = [a["leak"] for a in scored if a.get("leak")]
+    leaks = "" if not decided else \
+        f", {sum(d['leak'] for d in decided)} leaking at {decided[0]['confidence'] * 100:.3g} % confidence"
+    return text + ("" if best is None else f", best PSNR {best:.1f} dB") + leaks

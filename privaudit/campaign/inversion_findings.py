@@ -4,10 +4,11 @@ reconstruction, written as one results row with its images (one row per `[[attac
 The order is the design's one-way flow: the threat model's transcript goes to the extractor
 (`attacks.extract`), the target it yields goes to the attack (`attacks.inversion`), and only
 then does the ground truth — the victim's batch rows, recorded by a `GroundTruth` tap that no
-attack ever sees — meet the reconstruction in `privaudit.metrics`. Anything that goes wrong
-on the attacker's side (a message the tap did not hear, a target the attack cannot use, a
-diverging optimisation) becomes a failed finding with its reason, never an exception that
-would stop the campaign.
+attack ever sees — meet the reconstruction in `privaudit.metrics`, and a test against the noise
+floor (unrelated training images scored against the same originals) decides whether it leaks
+(`privaudit.leak`). Anything that goes wrong on the attacker's side (a message the tap did not
+hear, a target the attack cannot use, a diverging optimisation) becomes a failed finding with its
+reason, never an exception that would stop the campaign.
 """
 
 from __future__ import annotations
@@ -30,15 +31,13 @@ from privaudit.campaign.cells import AttackCell
 from privaudit.campaign.config import AttackConfig
 from privaudit.data import Normalisation
 from privaudit.errors import ConfigError
+from privaudit.leak import decide, noise_floor
 from privaudit.metrics import pixel_errors, score_reconstruction
 from privaudit.results import ResultsStore
 from privaudit.setup import Setup
 from privaudit.threats import build_tap
 from privaudit.topology import Topology
 from privaudit.wire import GroundTruth, Tap, Transcript
-
-BASELINE_DRAWS = 8
-"""Unrelated batches scored against the originals to place the noise floor."""
 
 _NOTHING = {"mse": None, "psnr": None, "ssim": None}
 
@@ -99,20 +98,6 @@ def _tracer(trace: list[dict[str, float]], every: int, original: Tensor,
     return observe
 
 
-def baseline(setup: Setup, rows: Tensor, seed: int) -> dict[str, float]:
-    """The noise floor: batches of unrelated training images (not in the victim's batch) scored
-    against the originals as if they were reconstructions, averaged over `BASELINE_DRAWS` draws."""
-    data = setup.data
-    generator = torch.Generator().manual_seed(seed)
-    pool = torch.from_numpy(np.setdiff1d(np.arange(len(data.y_train)), rows.numpy()))
-    original = data.x_train[rows]
-    draws = []
-    for _ in range(BASELINE_DRAWS):
-        picks = pool[torch.randperm(len(pool), generator=generator)[: len(rows)]]
-        draws.append(score_reconstruction(data.x_train[picks], original, data.normalisation))
-    return {key: float(np.mean([getattr(d, key) for d in draws])) for key in ("mse", "psnr", "ssim")}
-
-
 def _strip(pixels: Tensor) -> np.ndarray:
     """A batch of [0, 1] images [B, C, H, W] side by side with a 1-pixel white gap, as an
     [H, W', 3] (colour) or [H, W'] (grey) array."""
@@ -154,8 +139,9 @@ def save_images(store: ResultsStore, cell: str, original: Tensor, reconstruction
 
 def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup: Setup,
            transcript: Transcript, truth: Transcript, batch_size: int, store: ResultsStore) -> dict[str, Any]:
-    """Run one inversion finding and return its row fields (status, metrics, baseline, trace,
-    artifacts); the caller adds the cell's identity."""
+    """Run one inversion finding and return its row fields (status, metrics, trace, artifacts,
+    the noise floor as `baseline`, the mean of each score over the draws, and `floor`, every draw,
+    and the leak decision `leak`: `privaudit.leak`); the caller adds the cell's identity."""
     started = time.perf_counter()
     data = setup.data
     rows = _batch_rows(truth, attack.victim, round)
@@ -164,8 +150,9 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
     if len(rows) == 0:
         return not_run(batch_size, f"failed: the victim's batch at round {round} was empty (Poisson sampling): "
                        "nothing to reconstruct", time.perf_counter() - started)
+    floor = noise_floor(data, rows, setup.seed, size=batch_size)
     fields: dict[str, Any] = {"batch_size": batch_size, "truth_size": len(rows), "trace": trace,
-                              "baseline": baseline(setup, rows, setup.seed)}
+                              "baseline": floor.summary(), "floor": floor.record(), "leak": None}
     try:
         target: Target = EXTRACTORS[transcript.public.defense, scenario].extract(transcript, attack.victim, round)
     except (KeyError, ValueError) as error:
@@ -192,6 +179,7 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
         "label_source": result.label_source,
         "metrics": {key: summary[key] for key in ("mse", "psnr", "ssim", "lpips", "label_acc")},
         "lpips_status": summary["lpips_status"],
+        "leak": decide(result.images.float(), scores, floor, data.normalisation).record(),
         "artifacts": save_images(store, cell_id, original, result.images.float(), scores.pairs,
                                   data.normalisation),
     }
@@ -199,7 +187,8 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
 
 def not_run(batch_size: int, status: str, wall_s: float = 0.0) -> dict[str, Any]:
     """The row fields of an attack that had nothing to run on (no victim batch, no finite run)."""
-    return {"batch_size": batch_size, "truth_size": 0, "trace": [], "baseline": _NOTHING, "status": status,
+    return {"batch_size": batch_size, "truth_size": 0, "trace": [], "baseline": _NOTHING, "floor": None,
+            "leak": None, "status": status,
             "stopped_by": "not run", "iterations": 0, "wall_s": wall_s,
             "metrics": _NOTHING | {"lpips": None, "label_acc": None},
             "lpips_status": "not scored: no reconstruction", "artifacts": {}}
@@ -233,8 +222,8 @@ def batch_warnings(cell: AttackCell, defense: Defense) -> list[str]:
     size, public = cell.attack.batch_size, defense.public().get("batch_size")
     if size is None or not isinstance(public, int) or size == public:
         return []
-    return [f"batch_size {size} differs from the defense's public batch size {public}: the attack rebuilds "
-            f"{size} image(s) from messages computed on batches of {public}"]
+    return [(f"batch_size {size} differs from the defense's public batch size {public}: the attack rebuilds "
+             f"{size} image(s) from messages computed on batches of {public}")]
 
 
 def plan_attack(cell: AttackCell, defense: Defense) -> tuple[Tap, GroundTruth]:
@@ -305,4 +294,12 @@ def inversion_headline(row: dict[str, Any]) -> str:
     if row["metrics"]["psnr"] is None:
         return row["status"]
     text = f"PSNR {row['metrics']['psnr']:.1f} dB (noise floor {row['baseline']['psnr']:.1f} dB)"
+    if row.get("leak") is not None:
+        text += ", " + leak_words(row["leak"])
     return text if row["status"] == "ok" else f"{text}, {row['status']}"
+
+
+def leak_words(leak: dict[str, Any]) -> str:
+    """A stored leak decision in a few words."""
+    level = f"{leak['confidence'] * 100:.3g} %"
+    return f"leak at {level} confidence" if leak["leak"] else f"no leak detected (test at {level})"
