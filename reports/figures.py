@@ -243,7 +243,7 @@ def epsilon_overview(entries: list[dict[str, Any]]) -> str:
                 axis.annotate("0" if value <= low else "∞", (x, y), xytext=(0, 6), textcoords="offset points",
                               ha="center", fontsize=7, color=colour)
         if entry["values"].get("of_delta"):
-            axis.annotate("audit bounds δ, not ε", (low, y), xytext=(4, -3), textcoords="offset points",
+            axis.annotate("audit bounds δ, not ε", (low, y), xytext=(10, -3), textcoords="offset points",
                           fontsize=7, color="#5b6570")
         findings = ", ".join(f["kind"] for f in entry["findings"])
         axis.annotate(entry["status"], (1.01, y - (0.17 if findings else 0)), xycoords=("axes fraction", "data"),

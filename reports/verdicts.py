@@ -250,6 +250,9 @@ def _short(status: str, values: dict[str, Any], claim: dict[str, str], sound: di
     if status == "consistent":
         return f"Consistent so far: the audit finds {found}, within the claim (ε {claim['recomputed']})."
     if status == "inconclusive":
+        if values["eps_lb"] or values["delta_lb"]:
+            return (f"Inconclusive: the audit finds {found}, but at its strength it could not have refuted "
+                    f"the claim (ε {claim['recomputed']}).")
         return f"Inconclusive: audited, no evidence at this strength ({found})."
     if status == "not evaluable":
         return "Not evaluable: the audit cannot judge this claim (details)."

@@ -185,11 +185,16 @@ def test_the_page_opens_with_the_verdicts_and_a_summary(tmp_path, rows):
     assert re.findall(r'<section id="([a-z]+)">', html) == [
         "verdicts", "claims", "training", "inversion", "audits", "provenance"]
     verdicts = html[html.index('<section id="verdicts">'):html.index('<section id="claims">')]
-    assert "<p>6 defense runs, 2 of them audited empirically, and 2 audits with a verdict of their own.</p>" in verdicts
+    assert '<p class="muted">6 defense runs, 2 of them audited empirically, and 2 audits with a verdict of their own.' \
+        in verdicts
+    assert verdicts.count('id="epsilon-figure"') == 1 and verdicts.count("<details><summary>details</summary>") == 8
     assert ('<span class="badge understated">understated</span> the claim is below the sound accountant: '
             "Alg. 1, Ternary</li>") in verdicts
     assert '<span class="badge refuted">refuted</span> an empirical lower bound exceeds the claim: Broken' in verdicts
-    assert "<title>privaudit report: verdicts</title>" in html and "<p>all statuses</p>" in html
+    assert "<title>privaudit report: verdicts</title>" in html and '<p class="lead">all statuses</p>' in html
+    contents = html[html.index('<nav class="toc">'):html.index("</nav>")]
+    assert re.findall(r'href="#([a-z-]+)"', contents) == ["verdicts", "claims", "training", "inversion", "audits",
+                                                          "provenance"]
 
 
 def test_audit_section_shows_bounds_references_verdicts_and_curves(tmp_path, rows):
@@ -255,6 +260,11 @@ def test_a_canary_audit_that_found_nothing_is_inconclusive_never_green():
     assert canary_verdict(record | {"eps_lb": 2.5})["status"] == "refuted"
     small = canary_verdict(record | {"eps_lb": 1.5, "eps_claimed": 5.0, "runs_per_side": 200})
     assert small["status"] == "inconclusive" and "cannot refute" in small["reason"]
+    one_run = {"eps_lb": 1.7, "eps_claimed": 11.7, "delta": 1e-5, "confidence": 0.95, "delta_lb": None,
+               "canaries": 100, "guesses": 40}  # all 40 guesses right certify at most ε ≈ 2.55
+    weak = canary_verdict(one_run)
+    assert weak["status"] == "inconclusive" and "40 guesses among 100 canaries" in weak["reason"]
+    assert canary_verdict(one_run | {"eps_claimed": 2.0})["status"] == "consistent"
     for stored in ("inconclusive", "consistent"):
         row = {"type": "audit", "cell": "a", "kind": "mechanism", "subject": "s", "label": "l", "status": "ok",
                "eps_lb": 0.0, "delta_lb": 0.0, "confidence": 0.95, "eps_claimed": 2.0,
