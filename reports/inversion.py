@@ -384,11 +384,20 @@ def strongest_reconstructions(rows: list[dict[str, Any]]) -> dict[str, str]:
     return {group: _Inversions(attacked, Path(".")).headline() for group, attacked in by_run.items()}
 
 
+def _leak_words(record: Any) -> str:
+    """A stored leak decision in two or three words, "" when the row has none."""
+    if not isinstance(record, dict) or "leak" not in record:
+        return ""
+    level = record.get("confidence")
+    at = f" at {100 * level:.3g} %" if isinstance(level, (int, float)) else ""
+    return f"leak{at}" if record["leak"] else "no leak detected"
+
+
 def best_reconstructions(rows: list[dict[str, Any]], results_dir: Path) -> dict[str, dict[str, Any]]:
     """Per attacked defense run (the training rows' `group`), its best reconstruction: the attempt
     with the highest PSNR over every attack, setting, round and seed, as the original and the
-    reconstruction images with its PSNR, attack name and round — the thumbnail beside the run's
-    verdict. Runs whose attempts all failed are absent."""
+    reconstruction images with its PSNR, attack name, round and leak decision — the thumbnail
+    beside the run's verdict. Runs whose attempts all failed are absent."""
     group_of = {row["cell"]: row.get("group") for row in rows if row_type(row) == "training"}
     attempts = [row for row in rows if row_type(row) == "inversion" and not failed(row)
                 and group_of.get(str(row.get("training"))) is not None and _value(row, "psnr") is not None]
@@ -403,5 +412,6 @@ def best_reconstructions(rows: list[dict[str, Any]], results_dir: Path) -> dict[
         artifacts = row.get("artifacts") or {}
         found[group] = {"original": _artifact(results_dir, artifacts.get("original"), "original"),
                         "reconstruction": _artifact(results_dir, artifacts.get("reconstruction"), "reconstruction"),
-                        "psnr": _db(_value(row, "psnr")), "attack": names[row["cell"]], "round": row.get("round")}
+                        "psnr": _db(_value(row, "psnr")), "attack": names[row["cell"]], "round": row.get("round"),
+                        "leak": _leak_words(row.get("leak"))}
     return found
