@@ -141,9 +141,10 @@ def points_on_log_axis(axis: plt.Axes, lines: dict[str, list[Point]], edge_label
                         key=lambda point: point[0])
         below = [y - bar[0] if bar else 0.0 for _, y, bar in placed]
         above = [bar[1] - y if bar else 0.0 for _, y, bar in placed]
-        style = {"color": colour, "marker": "o", "markersize": 4, "capsize": 3, "linewidth": 1.2}
+        style = {"color": colour, "marker": "o", "markersize": 4, "capsize": 3, "linewidth": 1.2,
+                 "label": plain(label)}
         axis.errorbar([p[0] for p in placed], [p[1] for p in placed], yerr=[below, above],
-                      **(style | (styles or {}).get(label, {})), label=plain(label))
+                      **(style | (styles or {}).get(label, {})))
     axis.set_xscale("log")
     labels = {x: f"{x:.3g}" for x in finite[:: math.ceil(len(finite) / 8)]} if finite else {}
     if missing:
@@ -261,4 +262,84 @@ def epsilon_overview(entries: list[dict[str, Any]]) -> str:
                           markerfacecolor=colour if filled else "white", markeredgecolor=colour)
                for _, label, marker, colour, filled in _MARKERS]
     axis.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=7.5, frameon=False)
+    return to_data_uri(figure)
+
+
+def _extent(values: list[float]) -> float:
+    """The range of `values`, 1 when they have none, so a fraction of it is a usable distance."""
+    return (max(values) - min(values) if values else 0.0) or 1.0
+
+
+def privacy_utility(families: list[dict[str, Any]], parameter: str, noise_edge: str, epsilon: str,
+                    epsilon_edge: str, title: str) -> str:
+    """One noise sweep of a defense: rows of panels, one per family of measures — the utility
+    first, then each kind of attack success (inversion PSNR above the floor, membership AUC,
+    ε lower bounds) — against the noise parameter (runs without noise at the `noise_edge`,
+    "left" or "right"), against ε (`epsilon` names it; runs without one at the right edge under
+    `epsilon_edge`), and, for each attack family, the utility against that success, every point
+    a noise level labelled with it.
+
+    A family is {"ylabel", "reference": (value, label) or None, "lines": {label: [point]}}; a
+    point is {"param": x or None, "eps": ε or None, "claimed": claimed ε or None (drawn dashed
+    and hollow beside the sound ε when `epsilon` is the sound one), "y", "bar": (low, high) or
+    None, "utility": the run's utility or None, "tag": the noise level in words}."""
+    rows = len(families)
+    columns = 3 if rows > 1 else 2
+    figure, axes = plt.subplots(rows, columns, figsize=(4.3 * columns, 2.7 * rows + 0.5), squeeze=False)
+    for r, family in enumerate(families):
+        lines = family["lines"]
+        points_on_log_axis(axes[r][0], {label: [(p["param"], p["y"], p["bar"]) for p in points]
+                                        for label, points in lines.items()}, "no noise", edge=noise_edge)
+        against_eps = {label: [(p["eps"], p["y"], p["bar"]) for p in points] for label, points in lines.items()}
+        styles: dict[str, dict[str, Any]] = {}
+        palette = plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4
+        for colour, (label, points) in zip(palette, list(lines.items())):
+            claimed = [(p["claimed"], p["y"], p["bar"]) for p in points if p.get("claimed") is not None]
+            if claimed and any(p["eps"] != p.get("claimed") for p in points):
+                against_eps[f"{label} · claimed"] = claimed
+                styles[f"{label} · claimed"] = {"color": colour, "linestyle": "--", "markerfacecolor": "white",
+                                                "label": "_claimed"}
+        points_on_log_axis(axes[r][1], against_eps, epsilon_edge, styles=styles)
+        for axis in axes[r][:2]:
+            axis.set_ylabel(plain(family["ylabel"]), fontsize=8)
+            if family.get("reference"):
+                value, label = family["reference"]
+                axis.axhline(value, color="grey", linestyle="--", linewidth=0.9, label=label)
+            axis.grid(alpha=0.3)
+            axis.tick_params(labelsize=7)
+        axes[r][0].set_xlabel(plain(f"{parameter} (log scale)"), fontsize=8)
+        axes[r][1].set_xlabel(plain(f"{epsilon} (log scale)"), fontsize=8)
+        if r == 0:
+            continue
+        axis = axes[r][2]
+        drawn = {label: [p for p in points if p.get("utility") is not None] for label, points in lines.items()}
+        everything = [p for points in drawn.values() for p in points]
+        width, height = _extent([p["y"] for p in everything]), _extent([p["utility"] for p in everything])
+        tagged: list[dict[str, Any]] = []
+        for colour, (label, points) in zip(palette, drawn.items()):
+            axis.plot([p["y"] for p in points], [p["utility"] for p in points], color=colour, marker="o",
+                      markersize=4, linewidth=1, label=plain(label))
+            for p in points:
+                if all(abs(p["y"] - q["y"]) > 0.06 * width or abs(p["utility"] - q["utility"]) > 0.06 * height
+                       for q in tagged):
+                    tagged.append(p)
+                    axis.annotate(plain(p["tag"]), (p["y"], p["utility"]), xytext=(3, 3), textcoords="offset points",
+                                  fontsize=6, color="#3b434b")
+        if family.get("reference"):
+            value, label = family["reference"]
+            axis.axvline(value, color="grey", linestyle="--", linewidth=0.9, label=label)
+        axis.set_xlabel(plain(family["ylabel"]), fontsize=8)
+        axis.set_ylabel(plain(families[0]["ylabel"]), fontsize=8)
+        axis.grid(alpha=0.3)
+        axis.tick_params(labelsize=7)
+        axis.legend(fontsize=7)
+    if columns == 3:
+        axes[0][2].axis("off")
+        axes[0][2].text(0, 0.5, "Below: utility against attack success,\none point per noise level.\n"
+                        "Up and to the left: the run learns\nand the attack gets little.",
+                        fontsize=8, va="center", transform=axes[0][2].transAxes)
+    axes[0][0].set_title("against the noise parameter", fontsize=9)
+    axes[0][1].set_title(plain(f"against {epsilon}"), fontsize=9)
+    figure.suptitle(plain(title), fontsize=10)
+    figure.tight_layout()
     return to_data_uri(figure)

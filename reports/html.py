@@ -33,6 +33,7 @@ from reports.coalition import coalition_section
 from reports.figures import TRAINING_METRICS, epsilon_overview, training_curves
 from reports.inversion import best_reconstructions, inversion_section, row_type
 from reports.membership import membership_section
+from reports.privacy_utility import privacy_utility_section
 from reports.threat_comparison import threat_comparisons
 from reports.verdicts import verdict_section
 
@@ -219,6 +220,7 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         summary=_summary(training),
         provenance=_provenance(rows),
         threat_comparisons=threat_comparisons(rows),
+        privacy_utility=privacy_utility_section(rows),
         **sections,
         training_figures=[
             training_curves({label: runs for label, runs in runs_of(finished).items() if metric in runs[0]["metrics"]},

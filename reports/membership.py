@@ -104,7 +104,7 @@ def _fewest(rows: list[dict[str, Any]], method: str, field: str = "non_members")
     return min(counts) if counts else 0
 
 
-class _Privacy:
+class RunPrivacy:
     """The sound and claimed ε of one defense run, read from its training rows (one per seed)."""
 
     def __init__(self, training_rows: list[dict[str, Any]]) -> None:
@@ -271,7 +271,7 @@ class _Memberships:
         attacked: dict[str, dict[str, None]] = {}
         for row in rows:
             attacked.setdefault(self.run_of[row["cell"]], {})[str(row.get("training"))] = None
-        self.privacy = {run: _Privacy([training[cell] for cell in cells if cell in training])
+        self.privacy = {run: RunPrivacy([training[cell] for cell in cells if cell in training])
                         for run, cells in attacked.items()}
 
     def runs(self, table: str) -> list[str]:
