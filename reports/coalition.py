@@ -8,17 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reports.inversion import _artifact, leak_record, percent, row_type
-
-
-def _leak_text(agent: dict[str, Any]) -> str:
-    """An agent's stored leak decision in a few words; "—" without one (not inverted, or a row
-    written before the leak test)."""
-    record = leak_record(agent)
-    if record is None:
-        return "—"
-    level = percent(record["confidence"])
-    return f"leak ({level})" if record["leak"] else f"not detected ({level} test)"
+from reports.inversion import _artifact, leak_words, row_type
 
 
 def _entry(row: dict[str, Any], results_dir: Path) -> dict[str, Any]:
@@ -31,7 +21,7 @@ def _entry(row: dict[str, Any], results_dir: Path) -> dict[str, Any]:
             "exposure": {"exact": "exact", "assumed": "under the assumption"}.get(agent.get("exposure"), "hidden"),
             "relative_error": agent.get("relative_error"), "psnr": metrics.get("psnr"),
             "floor": floor.get("psnr"), "ssim": metrics.get("ssim"), "status": agent.get("status", ""),
-            "leak": _leak_text(agent),
+            "leak": leak_words(agent) or "—",
             "image": _artifact(results_dir, reconstruction, "reconstruction") if reconstruction else None,
         })
     graph = (row.get("artifacts") or {}).get("graph")

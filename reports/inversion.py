@@ -96,6 +96,15 @@ def leak_record(row: dict[str, Any]) -> dict[str, Any] | None:
     return record if isinstance(record, dict) and isinstance(record.get("leak"), bool) else None
 
 
+def leak_words(row: dict[str, Any]) -> str | None:
+    """A row's stored leak decision in a few words ("leak at 99 %", "no leak detected"), None
+    without one."""
+    record = leak_record(row)
+    if record is None:
+        return None
+    return f"leak at {percent(record['confidence'])}" if record["leak"] else "no leak detected"
+
+
 def _closeness(record: dict[str, Any]) -> int:
     """How near a decision came to a leak: the better of its two statistics' worse rank."""
     ranks = [(record.get(f"{s}psnr_rank"), record.get(f"{s}ssim_rank")) for s in ("", "best_")]
@@ -384,15 +393,6 @@ def strongest_reconstructions(rows: list[dict[str, Any]]) -> dict[str, str]:
     return {group: _Inversions(attacked, Path(".")).headline() for group, attacked in by_run.items()}
 
 
-def _leak_words(record: Any) -> str:
-    """A stored leak decision in two or three words, "" when the row has none."""
-    if not isinstance(record, dict) or "leak" not in record:
-        return ""
-    level = record.get("confidence")
-    at = f" at {100 * level:.3g} %" if isinstance(level, (int, float)) else ""
-    return f"leak{at}" if record["leak"] else "no leak detected"
-
-
 def best_reconstructions(rows: list[dict[str, Any]], results_dir: Path) -> dict[str, dict[str, Any]]:
     """Per attacked defense run (the training rows' `group`), its best reconstruction: the attempt
     with the highest PSNR over every attack, setting, round and seed, as the original and the
@@ -413,5 +413,5 @@ def best_reconstructions(rows: list[dict[str, Any]], results_dir: Path) -> dict[
         found[group] = {"original": _artifact(results_dir, artifacts.get("original"), "original"),
                         "reconstruction": _artifact(results_dir, artifacts.get("reconstruction"), "reconstruction"),
                         "psnr": _db(_value(row, "psnr")), "attack": names[row["cell"]], "round": row.get("round"),
-                        "leak": _leak_words(row.get("leak"))}
+                        "leak": leak_words(row) or ""}
     return found

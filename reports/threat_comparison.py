@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.inversion import leak_record, percent, row_type
+from reports.inversion import leak_words, row_type
 
 
 def _outcome(row: dict[str, Any]) -> dict[str, Any]:
-    metrics, floor, record = row.get("metrics") or {}, row.get("baseline") or {}, leak_record(row)
-    leak = None if record is None else \
-        (f"leak at {percent(record['confidence'])}" if record["leak"] else "no leak detected")
+    metrics, floor, leak = row.get("metrics") or {}, row.get("baseline") or {}, leak_words(row)
     return {"psnr": metrics.get("psnr"), "ssim": metrics.get("ssim"), "floor": floor.get("psnr"),
             "leak": leak, "status": str(row.get("status", ""))}
 

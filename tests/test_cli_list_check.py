@@ -128,10 +128,10 @@ def test_check_of_the_demo_passes_without_training_or_writing(tmp_path, monkeypa
     code, printed, err = _main("check", "campaigns/demo.toml", "--out", str(out))
     assert code == 0 and err == ""
     assert len(printed.strip().splitlines()) == 1
-    assert printed.startswith("campaign 'demo' passes every pre-flight check: 18 cells (8 training, 4 attack, "
-                              "2 membership, 4 audit).")
+    assert printed.startswith("campaign 'demo' passes every pre-flight check: 23 cells (11 training, 4 attack, "
+                              "2 membership, 6 audit).")
     assert "DPDL ε=0.25 (canary-sized) (dpdl)" in printed and "Canary, one run (canary audit)" in printed
-    assert printed.strip().endswith("a run would compute all 18 (none in " + str(out) + " yet).")
+    assert printed.strip().endswith("a run would compute all 23 (none in " + str(out) + " yet).")
     assert not out.exists()
 
 
