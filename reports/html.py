@@ -180,7 +180,8 @@ def _campaign(path: Path) -> dict[str, str]:
     return {"text": text, "name": str(header.get("name", "")), "description": str(header.get("description", ""))}
 
 
-SECTION_TITLES = {"claims": "Privacy claims", "training": "Training", "coalition": "Coalition attacks",
+SECTION_TITLES = {"claims": "Privacy claims", "training": "Training", "privacy-utility": "Privacy and utility",
+                  "coalition": "Coalition attacks",
                   "inversion": "Reconstruction attacks", "membership": "Membership inference",
                   "audits": "Empirical audits", "provenance": "Provenance"}
 """The sections after the verdicts, in page order, as the table of contents names them."""
@@ -188,7 +189,8 @@ SECTION_TITLES = {"claims": "Privacy claims", "training": "Training", "coalition
 
 def _contents(sections: dict[str, Any]) -> list[tuple[str, str]]:
     """The table of contents: every section after the verdicts that this report has."""
-    return [(key, title) for key, title in SECTION_TITLES.items() if key not in sections or sections[key]]
+    return [(key, title) for key, title in SECTION_TITLES.items()
+            if key.replace("-", "_") not in sections or sections[key.replace("-", "_")]]
 
 
 def render_report(results_dir: str | Path, output: str | Path | None = None) -> Path:
@@ -208,7 +210,8 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
     runs = runs_of(training)
     verdicts = verdict_section(rows, runs)
     sections = {"inversion": inversion_section(rows, results_dir), "coalition": coalition_section(rows, results_dir),
-                "membership": membership_section(rows), "audits": audit_section(rows)}
+                "membership": membership_section(rows), "audits": audit_section(rows),
+                "privacy_utility": privacy_utility_section(rows)}
     html = environment.get_template("report.html").render(
         campaign=_campaign(results_dir / CAMPAIGN_FILE),
         results_dir=str(results_dir),
@@ -220,7 +223,6 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         summary=_summary(training),
         provenance=_provenance(rows),
         threat_comparisons=threat_comparisons(rows),
-        privacy_utility=privacy_utility_section(rows),
         **sections,
         training_figures=[
             training_curves({label: runs for label, runs in runs_of(finished).items() if metric in runs[0]["metrics"]},

@@ -157,6 +157,8 @@ def test_the_section_is_rendered_after_training_and_escaped(tmp_path):
     assert "<h2>Privacy and utility</h2>" in section and "not detected at this strength" in section
     assert "<script>" not in section and "&lt;script&gt;" in section
     assert section.count('<img alt="utility and attack success') == 1
+    contents = html[html.index('<nav class="toc">'):html.index("</nav>")]
+    assert '<a href="#training">Training</a> · <a href="#privacy-utility">Privacy and utility</a>' in contents
 
 
 def test_the_dpdl_sweep_preset_runs_from_no_noise_to_theorem_1_at_epsilon_1():
