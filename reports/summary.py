@@ -41,10 +41,17 @@ def _cut(text: str) -> str:
     return text if len(text) <= _WIDTH else text[: _WIDTH - 1] + "…"
 
 
+def _status(record: dict[str, Any]) -> str:
+    """The status, with the analytic findings beside it (records written before findings have none)."""
+    findings = record.get("findings") or []
+    return record["status"] + (f" ({', '.join(findings)})" if findings else "")
+
+
 def summary_table(found: dict[str, Any]) -> str:
-    """One line per verdict: subject, claimed ε, sound ε, empirical ε_LB (estimate), status."""
+    """One line per verdict: subject, claimed ε, sound ε, empirical ε_LB (estimate), status and
+    analytic findings."""
     lines = [list(_COLUMNS)] + [[_cut(record["subject"]), record["eps_claimed"], record["eps_sound"],
-                                 _empirical(record), record["status"]] for record in found["verdicts"]]
+                                 _empirical(record), _status(record)] for record in found["verdicts"]]
     widths = [max(len(line[k]) for line in lines) for k in range(len(_COLUMNS))]
     table = ["  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in lines]
     table.insert(1, "  ".join("-" * width for width in widths))

@@ -407,7 +407,8 @@ def verdict_summary(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, A
     `privaudit report --format json`): per verdict of `verdict_section`, in its order, the subject,
     kind, status and sentence, the claimed (recomputed), stated and sound ε as the report prints
     them (over seeds), the strongest bound in words, and that bound as a number with the ε estimate
-    of its audit row (`eps_lb` for an ε bound, `delta_lb` for a δ one; None when there is none)."""
+    of its audit row (`eps_lb` for an ε bound, `delta_lb` for a δ one; None when there is none),
+    and the kinds of its analytic findings."""
     audits: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         if row_type(row) == "audit":
@@ -423,5 +424,6 @@ def verdict_summary(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, A
                         "eps_sound": entry["sound"]["eps"], "bound": (entry["bound"] or {}).get("value"),
                         "eps_lb": None if of_delta else _finite(best.get("eps_lb")),
                         "delta_lb": _finite(best.get("delta_lb")) if of_delta else None,
-                        "eps_estimate": _finite(best.get("eps_estimate")), "sentence": entry["sentence"]})
+                        "eps_estimate": _finite(best.get("eps_estimate")), "sentence": entry["sentence"],
+                        "findings": [finding["kind"] for finding in entry["findings"]]})
     return records

@@ -202,3 +202,12 @@ def test_an_attack_batch_other_than_the_defenses_is_warned_in_its_row_and_the_re
     html = (out / "report.html").read_text()
     assert "Warning, D-PSGD (B=1) · iDLG B=2: batch_size 2 differs from the defense&#39;s public batch size 1" in html
     assert "Warning, D-PSGD (B=1) · iDLG:" not in html
+
+
+def test_the_verdict_table_names_analytic_findings_beside_the_status():
+    from reports.summary import summary_table
+
+    record = {"subject": "Ternary quantization", "eps_claimed": "0", "eps_sound": "—", "eps_lb": None, "bound": None,
+              "eps_estimate": None, "status": "not audited", "findings": ["premise violated", "vacuous claim"]}
+    assert summary_table({"verdicts": [record]}).splitlines()[-1].endswith(
+        "not audited (premise violated, vacuous claim)")
