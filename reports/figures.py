@@ -120,6 +120,15 @@ def membership_roc(curves: dict[str, list[dict[str, list[float]]]], non_members:
     return to_data_uri(figure)
 
 
+def _tick(x: float) -> str:
+    """A tick label, short: 0.01, 29.9, 2.99e3, 1e-5."""
+    text = f"{x:.3g}"
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
 Point = tuple[float | None, float, tuple[float, float] | None]
 """A point of a line against a log axis: (x, or None for a run without one; y; error bar or None)."""
 
@@ -129,11 +138,14 @@ def points_on_log_axis(axis: plt.Axes, lines: dict[str, list[Point]], edge_label
     """Draw `lines` (legend label → points) on `axis` with a log x axis. Points without an x (a run
     without a finite ε, or without noise) sit at the `edge` ("right" or "left"), past a dotted
     break, under `edge_label`. Lines are nudged sideways so their error bars do not hide each
-    other; the ticks are the points' own x values (at most eight of them labelled). `styles`
-    gives a line's matplotlib keywords over the default (the next colour, solid, filled markers)."""
+    other; the ticks are the points' own x values, labelled where a label has room (a seventh of
+    the axis from the one before). `styles` gives a line's matplotlib keywords over the default
+    (the next colour, solid, filled markers)."""
     finite = sorted({x for points in lines.values() for x, _, _ in points if x is not None})
     missing = any(x is None for points in lines.values() for x, _, _ in points)
-    edge_x = (finite[-1] * 4 if edge == "right" else finite[0] / 4) if finite else 1.0
+    decades = math.log10(finite[-1] / finite[0]) if finite else 0.0
+    gap = 10 ** max(0.6, decades / 5)
+    edge_x = (finite[-1] * gap if edge == "right" else finite[0] / gap) if finite else 1.0
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, (colour, (label, points)) in enumerate(zip(palette * 4, lines.items())):
         nudge = 1.06 ** (k - (len(lines) - 1) / 2)
@@ -146,13 +158,18 @@ def points_on_log_axis(axis: plt.Axes, lines: dict[str, list[Point]], edge_label
         axis.errorbar([p[0] for p in placed], [p[1] for p in placed], yerr=[below, above],
                       **(style | (styles or {}).get(label, {})))
     axis.set_xscale("log")
-    labels = {x: f"{x:.3g}" for x in finite[:: math.ceil(len(finite) / 8)]} if finite else {}
-    if missing:
-        labels[edge_x] = plain(edge_label)
-        if finite:
-            axis.axvline(math.sqrt((finite[-1] if edge == "right" else finite[0]) * edge_x), color="grey",
-                         linestyle=":", linewidth=0.8)
     ticks = sorted(set(finite) | ({edge_x} if missing else set()))
+    room = math.log10(ticks[-1] / ticks[0]) / 7
+    order = ticks[::-1] if edge == "right" else ticks
+    labels: dict[float, str] = {}
+    for x in order[:1] + order[-1:] + order[1:-1]:  # both ends first, then the others where they fit
+        if x == edge_x and missing:
+            labels[x] = plain(edge_label)
+        elif all(abs(math.log10(x / other)) >= room for other in labels):
+            labels[x] = _tick(x)
+    if missing and finite:
+        axis.axvline(math.sqrt((finite[-1] if edge == "right" else finite[0]) * edge_x), color="grey",
+                     linestyle=":", linewidth=0.8)
     axis.set_xticks(ticks, [labels.get(x, "") for x in ticks])
     axis.xaxis.set_minor_locator(NullLocator())
     axis.set_xlim(ticks[0] / 1.6, ticks[-1] * 1.6)
@@ -320,7 +337,7 @@ def privacy_utility(families: list[dict[str, Any]], parameter: str, noise_edge: 
             axis.plot([p["y"] for p in points], [p["utility"] for p in points], color=colour, marker="o",
                       markersize=4, linewidth=1, label=plain(label))
             for p in points:
-                if all(abs(p["y"] - q["y"]) > 0.06 * width or abs(p["utility"] - q["utility"]) > 0.06 * height
+                if all(abs(p["y"] - q["y"]) > 0.2 * width or abs(p["utility"] - q["utility"]) > 0.07 * height
                        for q in tagged):
                     tagged.append(p)
                     axis.annotate(plain(p["tag"]), (p["y"], p["utility"]), xytext=(3, 3), textcoords="offset points",
