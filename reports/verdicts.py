@@ -223,14 +223,14 @@ def _median(values: list[Any]) -> float | None:
 
 
 def _values(claimed: list[Any], stated: list[Any], sound: list[Any], best: dict[str, Any] | None) -> dict[str, Any]:
-    """The verdict's ε values as numbers, for the overview figure: claimed (recomputed), stated and
-    sound (medians over seeds), the strongest audit's ε_LB and its estimate (None when the
-    strongest bound is of δ, or there is none), and whether that bound is of δ."""
+    """The verdict's values as numbers, for the overview figure and the summary records: claimed
+    (recomputed), stated and sound ε (medians over seeds); the strongest audit's bound, ε_LB for an
+    ε bound or δ_LB for a δ one (the other None), and whether it is of δ; its ε estimate."""
     best = best or {}
     of_delta = (best.get("tightness") or {}).get("of") == "delta"
     return {"claimed": _median(claimed), "stated": _median(stated), "sound": _median(sound),
             "eps_lb": None if of_delta else _finite(best.get("eps_lb")),
-            "estimate": None if of_delta else _finite(best.get("eps_estimate")), "of_delta": of_delta,
+            "estimate": _finite(best.get("eps_estimate")), "of_delta": of_delta,
             "delta_lb": _finite(best.get("delta_lb")) if of_delta else None}
 
 
@@ -409,21 +409,10 @@ def verdict_summary(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, A
     them (over seeds), the strongest bound in words, and that bound as a number with the ε estimate
     of its audit row (`eps_lb` for an ε bound, `delta_lb` for a δ one; None when there is none),
     and the kinds of its analytic findings."""
-    audits: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        if row_type(row) == "audit":
-            audits.setdefault(str(row.get("group", row["cell"])), []).append(row)
-    linked, alone = _link(audits, runs)
-    strongest = [_Evidence(linked[label]).best() or {} for label in runs] + [_Evidence(group).best() or {}
-                                                                             for group in alone]
-    records = []
-    for entry, best in zip(verdict_section(rows, runs)["entries"], strongest):
-        of_delta = (best.get("tightness") or {}).get("of") == "delta"
-        records.append({"subject": entry["subject"], "kind": entry["kind"], "status": entry["status"],
-                        "eps_claimed": entry["claim"]["recomputed"], "eps_stated": entry["claim"]["stated"],
-                        "eps_sound": entry["sound"]["eps"], "bound": (entry["bound"] or {}).get("value"),
-                        "eps_lb": None if of_delta else _finite(best.get("eps_lb")),
-                        "delta_lb": _finite(best.get("delta_lb")) if of_delta else None,
-                        "eps_estimate": _finite(best.get("eps_estimate")), "sentence": entry["sentence"],
-                        "findings": [finding["kind"] for finding in entry["findings"]]})
-    return records
+    return [{"subject": entry["subject"], "kind": entry["kind"], "status": entry["status"],
+             "eps_claimed": entry["claim"]["recomputed"], "eps_stated": entry["claim"]["stated"],
+             "eps_sound": entry["sound"]["eps"], "bound": (entry["bound"] or {}).get("value"),
+             "eps_lb": entry["values"]["eps_lb"], "delta_lb": entry["values"]["delta_lb"],
+             "eps_estimate": entry["values"]["estimate"], "sentence": entry["sentence"],
+             "findings": [finding["kind"] for finding in entry["findings"]]}
+            for entry in verdict_section(rows, runs)["entries"]]

@@ -20,11 +20,10 @@ from typing import Any
 import torch
 
 from attacks.coalition import DYNAMICS, dynamics, recover
-from attacks.inversion import INVERSIONS
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.cells import AttackCell
-from privaudit.campaign.inversion_findings import attack_batch_size, save_images
+from privaudit.campaign.inversion_findings import attack_batch_size, attack_identity, save_images
 from privaudit.errors import ConfigError
 from privaudit.leak import decide, noise_floor
 from privaudit.metrics import score_reconstruction
@@ -142,22 +141,12 @@ def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcrip
 
 def coalition_row(cell: AttackCell, found: dict[str, Any]) -> dict[str, Any]:
     """A coalition cell's results row: its identity and what `found` says it found."""
-    run, training = cell.training.run, cell.training
     return {
         "type": "coalition",
-        "cell": cell.id,
-        "group": cell.group,
-        "training": training.id,
-        "label": cell.label,
-        "attack": cell.attack.kind,
-        "attack_title": INVERSIONS[cell.attack.kind].title,
-        "defense": run.kind,
-        "defense_label": run.name,
-        "defense_table": training.table_label,
-        "setting": training.setting,
+        **attack_identity(cell),
         "threat": "coalition",
         "round": cell.round,
-        "seed": training.seed,
+        "seed": cell.training.seed,
         **found,
         "config": cell.describe(),
         "version": __version__,

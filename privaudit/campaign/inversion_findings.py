@@ -260,12 +260,11 @@ def attack_row(cell: AttackCell, defense: Defense, transcript: Transcript, truth
     return attack_cell_row(cell, found | {"warnings": batch_warnings(cell, defense)})
 
 
-def attack_cell_row(cell: AttackCell, found: dict[str, Any]) -> dict[str, Any]:
-    """An attack cell's results row: its identity and what `found` says it found."""
-    run = cell.training.run
-    training = cell.training
+def attack_identity(cell: AttackCell) -> dict[str, Any]:
+    """The fields naming an attack cell in its row (inversion and coalition rows alike): the cell,
+    its group, the training cell and defense run it attacked, and the attack."""
+    run, training = cell.training.run, cell.training
     return {
-        "type": "inversion",
         "cell": cell.id,
         "group": cell.group,
         "training": training.id,
@@ -276,6 +275,16 @@ def attack_cell_row(cell: AttackCell, found: dict[str, Any]) -> dict[str, Any]:
         "defense_label": run.name,
         "defense_table": training.table_label,
         "setting": training.setting,
+    }
+
+
+def attack_cell_row(cell: AttackCell, found: dict[str, Any]) -> dict[str, Any]:
+    """An attack cell's results row: its identity and what `found` says it found."""
+    run = cell.training.run
+    training = cell.training
+    return {
+        "type": "inversion",
+        **attack_identity(cell),
         "scenario": cell.scenario,
         "scenario_needs": EXTRACTORS[run.kind, cell.scenario].needs,
         "threat": cell.attack.threat,
