@@ -246,9 +246,11 @@ def _state(transcript: Transcript, model: Dynamics, agent: int, t: int) -> np.nd
     return _disclosed(transcript, agent, t, "state")
 
 
-EXPOSURES = ("exact", "assumed", "hidden")
+EXPOSURES = ("exact", "fitted", "assumed", "hidden")
 """How an agent's update at the attacked round is determined by what the coalition heard: by the
-messages alone (`exact`: only the payloads' rounding errs), only under the constant-gradient
+messages alone (`exact`: only the payloads' rounding errs), by the messages once every agent is
+taken to train on one fixed record (`fitted`: the records fitted to every heard message,
+`attacks.record_fit`; the fit's residual tests the hypothesis), only under the constant-gradient
 assumption (`assumed`: the gradient's drift over the window errs, amplified with the distance), or
 not at all (`hidden`)."""
 
@@ -286,19 +288,24 @@ def _determined(transcript: Transcript, coalition: list[int], first: int, last: 
     return found
 
 
-def recover(transcript: Transcript, coalition: Iterable[int], first: int, last: int) -> list[Recovered]:
+def recover(transcript: Transcript, coalition: Iterable[int], first: int, last: int,
+            fitted: dict[int, Target] | None = None) -> list[Recovered]:
     """Every agent outside the coalition with its exposure and, unless hidden, its update at round
     `first` and the point it was computed at: from the assumption-free system where that
-    determines it, else from the constant-gradient one."""
+    determines it, else from the records fitted to the messages (`fitted`, from
+    `attacks.record_fit`, where its fit was accepted), else from the constant-gradient system."""
     members = sorted(set(coalition))
     exact = _determined(transcript, members, first, last, constant=False)
     assumed = _determined(transcript, members, first, last, constant=True)
+    fitted = fitted or {}
     found = []
     for k in range(len(transcript.public.W)):
         if k in members:
             continue
         if k in exact:
             found.append(Recovered(k, "exact", exact[k]))
+        elif k in fitted:
+            found.append(Recovered(k, "fitted", fitted[k]))
         elif k in assumed:
             found.append(Recovered(k, "assumed", assumed[k]))
         else:

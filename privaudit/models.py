@@ -274,17 +274,27 @@ def build_linear_estimator(
     return LinearEstimator(in_shape[1], float(loss_scale), None if init is None else tuple(init))
 
 
+MLP_ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid}
+"""The hidden activations `build_mlp` offers. Sigmoid is DLG's choice (Zhu et al. 2019): its
+gradient is smooth in the input, where ReLU's jumps whenever a unit's pre-activation changes sign,
+which is what separates an attack that fits records by Gauss–Newton from one that stalls at the
+first flipped unit (`attacks.record_fit`)."""
+
+
 def build_mlp(
-    in_shape: tuple[int, ...], num_classes: int, *, hidden: tuple[int, ...] = (128,)
+    in_shape: tuple[int, ...], num_classes: int, *, hidden: tuple[int, ...] = (128,), activation: str = "relu"
 ) -> nn.Module:
-    """Fully connected ReLU network on the flattened input, with `hidden` layer widths."""
+    """Fully connected network on the flattened input, with `hidden` layer widths and `activation`
+    (one of `MLP_ACTIVATIONS`) between layers."""
     hidden = tuple(hidden)
     if any(width < 1 for width in hidden):
         raise ValueError(f"hidden widths must be >= 1, got {hidden}")
+    if activation not in MLP_ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(MLP_ACTIVATIONS)}, got '{activation}'")
     widths = (math.prod(in_shape), *hidden, num_classes)
     layers: list[nn.Module] = [nn.Flatten()]
     for layer_in, layer_out in zip(widths[:-1], widths[1:]):
-        layers += [nn.Linear(layer_in, layer_out), nn.ReLU()]
+        layers += [nn.Linear(layer_in, layer_out), MLP_ACTIVATIONS[activation]()]
     return nn.Sequential(*layers[:-1])
 
 

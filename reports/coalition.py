@@ -18,7 +18,8 @@ def _entry(row: dict[str, Any], results_dir: Path) -> dict[str, Any]:
         reconstruction = (agent.get("artifacts") or {}).get("reconstruction")
         agents.append({
             "agent": agent["agent"], "role": agent.get("role", ""),
-            "exposure": {"exact": "exact", "assumed": "under the assumption"}.get(agent.get("exposure"), "hidden"),
+            "exposure": {"exact": "exact", "fitted": "fitted", "assumed": "under the assumption"}.get(
+                agent.get("exposure"), "hidden"),
             "relative_error": agent.get("relative_error"), "psnr": metrics.get("psnr"),
             "floor": floor.get("psnr"), "ssim": metrics.get("ssim"), "status": agent.get("status", ""),
             "leak": leak_words(agent) or "—",
@@ -31,8 +32,20 @@ def _entry(row: dict[str, Any], results_dir: Path) -> dict[str, Any]:
         "coalition": ", ".join(str(a) for a in row.get("coalition", [])),
         "window": row.get("window"), "recovers": row.get("recovers", ""), "status": row.get("status", ""),
         "exposed": row.get("exposed", 0), "exact": row.get("exact", 0), "outside": len(agents),
+        "fitted": sum(a.get("exposure") == "fitted" for a in row.get("agents", [])),
+        "record_fit": _record_fit(row.get("record_fit")),
         "graph": _artifact(results_dir, graph, "exposure figure") if graph else None, "agents": agents,
     }
+
+
+def _record_fit(fit: dict[str, Any] | None) -> str:
+    """The record fit's outcome in words: its status, and its residual against its tolerance."""
+    if not fit:
+        return ""
+    if "residual" not in fit:
+        return fit["status"]
+    return (f"{fit['status']}, residual {fit['residual']:.2g} (tolerance {fit['tolerance']:.2g}; the peel alone "
+            f"{fit['peel_residual']:.2g}) after {fit['steps']} Gauss–Newton steps, {fit.get('wall_s', 0):.0f} s")
 
 
 def coalition_section(rows: list[dict[str, Any]], results_dir: Path) -> list[dict[str, Any]]:

@@ -75,7 +75,8 @@ def test_a_coalition_campaign_runs_and_reports_each_agent(tmp_path):
     from privaudit.campaign.run import run_campaign
     from reports.html import render_report
 
-    raw = _campaign([{"kind": "dpsgd", "label": "D-PSGD", "lr": 0.002},
+    raw = _campaign([{"kind": "dpsgd", "label": "D-PSGD", "lr": 0.2,
+                      "model_options": {"hidden": [16], "activation": "sigmoid"}},
                      {"kind": "dpdl", "label": "DPDL", "noise_multiplier": 1.0}],
                     {"kind": "idlg", "label": "coalition", "threat": "coalition", "agents": [0], "rounds": [0],
                      "window": 6, "defense": ["D-PSGD", "DPDL"]})
@@ -83,11 +84,12 @@ def test_a_coalition_campaign_runs_and_reports_each_agent(tmp_path):
     rows = store.rows()
     found = {row["defense_label"]: row for row in rows if row.get("type") == "coalition"}
     dpsgd, dpdl = found["D-PSGD"], found["DPDL"]
-    assert dpsgd["status"] == "ok" and dpsgd["exposed"] == 5 and dpsgd["exact"] == 1
-    neighbour = next(a for a in dpsgd["agents"] if a["agent"] == 1)
-    assert neighbour["exposure"] == "exact"
-    assert neighbour["relative_error"] < 1e-4 and neighbour["metrics"]["psnr"] > 30
-    assert neighbour["leak"]["leak"] and len(neighbour["floor"]["ssim"]) == 199
+    assert dpsgd["status"] == "ok" and dpsgd["exposed"] == 5 and dpsgd["exact"] == 1 and dpsgd["fitted"] == 4
+    assert dpsgd["record_fit"]["status"] == "accepted" and dpsgd["record_fit"]["residual"] < 1e-6
+    assert [a["exposure"] for a in dpsgd["agents"]] == ["exact"] + ["fitted"] * 4
+    for agent in dpsgd["agents"]:
+        assert agent["relative_error"] < 1e-4 and agent["metrics"]["psnr"] > 30, agent["agent"]
+        assert agent["leak"]["leak"] and len(agent["floor"]["ssim"]) == 199
     assert dpdl["status"].startswith("failed: DPDL") and dpdl["agents"] == []
     assert 'id="coalition"' in render_report(tmp_path / "out").read_text()
 

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 
 from attacks.coalition import DYNAMICS, dynamics, recover
+from attacks.extract import Target
+from attacks.record_fit import fit_problem, fit_records
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.cells import AttackCell
@@ -28,6 +30,7 @@ from privaudit.errors import ConfigError
 from privaudit.leak import decide, noise_floor
 from privaudit.metrics import score_reconstruction
 from privaudit.results import ResultsStore
+from privaudit.setup import Setup
 from privaudit.topology import Topology
 from privaudit.wire import Coalition, Tap, Transcript, Witnesses
 
@@ -60,19 +63,21 @@ def plan_coalition(cell: AttackCell, defense: Defense) -> tuple[Tap, Tap]:
 
 def _graph_png(topology: Topology, members: list[int], exposure: dict[int, str]) -> bytes:
     """The graph with the coalition in red, exactly exposed agents in dark orange, agents exposed
-    under the constant-gradient assumption in light orange, hidden ones in grey."""
+    through fitted records in orange, under the constant-gradient assumption in light orange,
+    hidden ones in grey."""
     import matplotlib
     import networkx as nx
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    shade = {"exact": "#d35400", "assumed": "#f5b041", "hidden": "#bdc3c7"}
+    shade = {"exact": "#d35400", "fitted": "#e67e22", "assumed": "#f8c471", "hidden": "#bdc3c7"}
     colours = ["#c0392b" if k in members else shade[exposure[k]] for k in range(topology.n)]
     figure, axis = plt.subplots(figsize=(4.5, 3.2))
     layout = nx.kamada_kawai_layout(topology.graph)
     nx.draw_networkx(topology.graph, layout, ax=axis, node_color=colours, node_size=260, font_size=8)
-    axis.set_title("coalition (red); exposed exactly (dark orange), under the assumption (light); hidden (grey)",
+    axis.set_title("coalition (red); exposed exactly (dark orange), fitted (orange), under the assumption "
+                   "(light); hidden (grey)",
                    fontsize=7)
     axis.axis("off")
     buffer = io.BytesIO()
@@ -86,6 +91,35 @@ def _truth(witnesses: Transcript, agent: int, round: int, name: str) -> torch.Te
     return found[0] if found else None
 
 
+def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int, last: int,
+            fields: dict[str, Any]) -> dict[int, Target]:
+    """The updates the record fit recovers where its hypothesis holds (one fixed record per agent:
+    B = 1 and one training record each) and the fit explains the messages; what it did, or why it
+    did not run, goes into `fields["record_fit"]`."""
+    data = setup.data
+    problem = fit_problem(transcript, setup.model, data.shape, first)
+    if not problem and transcript.public.hyper.get("batch_size", 1) != 1:
+        problem = "the record fit needs B = 1 (each agent's update the gradient of one record)"
+    if not problem and set(setup.local.sizes.tolist()) != {1}:
+        problem = "the record fit needs one training record per agent (each agent's update the gradient of that record)"
+    if problem:
+        fields["record_fit"] = {"status": f"not run: {problem}"}
+        return {}
+    started = time.perf_counter()
+    try:
+        fit = fit_records(transcript, members, setup.model, data.shape, data.num_classes, first, last)
+    except ValueError as error:
+        fields["record_fit"] = {"status": f"failed: {error.args[0]}", "wall_s": time.perf_counter() - started}
+        return {}
+    fields["record_fit"] = {"status": "accepted" if fit.accepted else "rejected: the fitted records do not explain "
+                            "the messages (residual above the tolerance)", **fit.summary(),
+                            "wall_s": time.perf_counter() - started}
+    if not fit.accepted:
+        return {}
+    return {k: Target(fit.gradients[k].float(), fit.points[k].float(), k, first, kind="gradient_estimate")
+            for k in fit.gradients}
+
+
 def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcript, witnesses: Transcript,
                        store: ResultsStore) -> dict[str, Any]:
     """Solve the coalition's knowledge system, invert every exposed agent's update and score it;
@@ -97,7 +131,8 @@ def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcrip
     fields: dict[str, Any] = {"coalition": members, "window": last - cell.round, "agents": [], "exposed": 0}
     try:
         fields["recovers"] = dynamics(cell.training.run.kind).recovers
-        found = recover(transcript, members, cell.round, last)
+        fitted = _fitted(transcript, members, setup, cell.round, last, fields)
+        found = recover(transcript, members, cell.round, last, fitted)
     except (KeyError, ValueError) as error:
         reason = error.args[0] if error.args else str(error)
         return fields | {"status": f"failed: {reason}", "wall_s": time.perf_counter() - started, "artifacts": {}}
@@ -136,6 +171,7 @@ def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcrip
     figure = store.write_artifact(cell.id, "exposure.png", _graph_png(setup.topology, members, exposure))
     return fields | {"status": "ok", "agents": agents, "exposed": sum(e != "hidden" for e in exposure.values()),
                      "exact": sum(e == "exact" for e in exposure.values()),
+                     "fitted": sum(e == "fitted" for e in exposure.values()),
                      "wall_s": time.perf_counter() - started, "artifacts": {"graph": figure}}
 
 
@@ -159,7 +195,8 @@ def coalition_headline(row: dict[str, Any]) -> str:
         return row["status"]
     scored = [a for a in row["agents"] if a["metrics"] and a["metrics"]["psnr"] is not None]
     best = max((a["metrics"]["psnr"] for a in scored), default=None)
-    text = f"{row['exposed']} of {len(row['agents'])} agents exposed ({row.get('exact', 0)} exactly)"
+    fitted = f", {row['fitted']} through fitted records" if row.get("fitted") else ""
+    text = f"{row['exposed']} of {len(row['agents'])} agents exposed ({row.get('exact', 0)} exactly{fitted})"
     decided = [a["leak"] for a in scored if a.get("leak")]
     leaks = "" if not decided else \
         f", {sum(d['leak'] for d in decided)} leaking at {decided[0]['confidence'] * 100:.3g} % confidence"
