@@ -17,7 +17,8 @@ References
 - RMIA: Zarifzadeh, Liu, Ramakrishnan, Shokri, "Low-Cost High-Power Membership Inference
   Attacks", ICML 2024 (pairwise likelihood ratio eq. 3, score eq. 4, Pr(x) over reference
   models eq. 5, offline linear approximation §3 / App. B.2.2, with a chosen by attacking reference
-  models with the others).
+  models with the others). By default the count of eq. 4 has its ties broken by the mean log
+  pairwise likelihood ratio (`rmia_scores`, score = "refined"); score = "count" gives eq. 4 as is.
 """
 
 from __future__ import annotations
@@ -133,22 +134,34 @@ RMIA_A_GRID = tuple(k / 20 for k in range(21))
 """The values of a tried when a is chosen on the reference models."""
 
 
-def _marginal(reference_prob: NDArray[np.float64], a: float | None,
-              out: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
-    """Pr(x) = mean over reference models of Pr(x|θ') (Zarifzadeh et al. eq. 5), over the
-    references that did not train on x when `out` [K, n] says which. With OUT references only, the
-    mean under-estimates Pr(x); the paper's linear fix (App. B.2.2) is
-    Pr(x) ≈ ½((1 + a)·Pr_OUT(x) + (1 − a)), a tuned on reference models (a = 1: no fix)."""
-    if out is None:
-        mean = reference_prob.mean(axis=0)
-    else:
-        counts = out.sum(axis=0)
-        if np.any(counts == 0):
-            raise ValueError("every record needs a reference model that did not train on it")
-        mean = np.where(out, reference_prob, 0.0).sum(axis=0) / counts
-    if a is None:
-        return mean
-    return 0.5 * (1.0 + a) * mean + 0.5 * (1.0 - a)
+def _log_marginal(log_reference: NDArray[np.float64], a: float | None,
+                  out: NDArray[np.bool_] | None = None) -> NDArray[np.float64]:
+    """log Pr(x), Pr(x) the mean over reference models of Pr(x|θ') (Zarifzadeh et al. eq. 5),
+    over the references that did not train on x when `out` [K, n] says which, from their
+    log Pr(x|θ') [K, n]. With OUT references only, the mean under-estimates Pr(x); the paper's
+    linear fix (App. B.2.2) is Pr(x) ≈ ½((1 + a)·Pr_OUT(x) + (1 − a)), a tuned on reference models
+    (a = 1: no fix).
+
+    In logs so that neither end rounds away: where the mean is below ½, as a log-sum-exp
+    (a probability of 1e-400 stays distinct from 1e-500); where it is above, as
+    log1p(−c·mean(1 − Pr(x|θ'))) with 1 − Pr(x|θ') = −expm1(log Pr(x|θ')), so a confidence of
+    1 − 1e-20 stays distinct from 1 − 1e-30."""
+    weight = np.ones_like(log_reference) if out is None else out.astype(np.float64)
+    counts = weight.sum(axis=0)
+    if np.any(counts == 0):
+        raise ValueError("every record needs a reference model that did not train on it")
+    c = 1.0 if a is None else 0.5 * (1.0 + a)
+    log_mean = logsumexp(log_reference, axis=0, b=weight) - np.log(counts)
+    miss = (weight * -np.expm1(log_reference)).sum(axis=0) / counts
+    high = miss < 0.5
+    result = log_mean if c == 1.0 else np.logaddexp(np.log(c) + log_mean, np.log1p(-c))
+    result[high] = np.log1p(-c * miss[high])
+    return result
+
+
+RMIA_SCORES = ("refined", "count")
+"""RMIA's score: the paper's count with its ties broken by the mean log pairwise likelihood ratio
+("refined", the default), or the count as is ("count")."""
 
 
 def rmia_scores(
@@ -159,9 +172,11 @@ def rmia_scores(
     gamma: float = 1.0,
     a: float | None = None,
     reference_out: ArrayLike | None = None,
+    log_prob: bool = False,
+    score: str = "refined",
 ) -> NDArray[np.float64]:
     """RMIA (Zarifzadeh et al. 2024): Score(x) = Pr_{z∼π}[LR(x, z) ≥ γ] (eq. 4) with the pairwise
-    likelihood ratio LR(x, z) = (Pr(x|θ)/Pr(x)) / (Pr(z|θ)/Pr(z)) (eq. 3).
+    likelihood ratio LR(x, z) = (Pr(x|θ)/Pr(x)) / (Pr(z|θ)/Pr(z)) (eq. 3), its ties broken.
 
     Pr(·|θ) is the model's probability of the correct label; Pr(·) its mean over reference
     models (eq. 5), with the offline linear approximation when `a` is given (both for x and for
@@ -169,32 +184,61 @@ def rmia_scores(
     population samples z through the same reference models is what makes the test calibrated
     per example without training IN models.
 
-    Vectorised: LR(x, z) ≥ γ ⟺ r_z ≤ r_x / γ with r = Pr(·|θ)/Pr(·) > 0, so the score is a
-    right-searchsorted count into the sorted population ratios — O((n + m) log m), no loop.
+    Vectorised: LR(x, z) ≥ γ ⟺ log r_z ≤ log r_x − log γ with r = Pr(·|θ)/Pr(·), so the count
+    c(x) = m·Score(x) is a right-searchsorted count into the m sorted population log ratios —
+    O((n + m) log m), no loop.
+
+    Ties. The count takes m + 1 values, so with n candidates against m population records many
+    candidates share a score: every record whose ratio beats all m ties at 1, and so on down. The
+    TPR at a low FPR is then decided by whether a tied block fits under the FPR or not (the ROC
+    is read conservatively, `_tpr_at`), not by the evidence. `score = "refined"` (the default)
+    breaks them by the mean log pairwise likelihood ratio over the population,
+    t(x) = mean_z log LR(x, z) = log r_x − mean_z log r_z (eq. 3 in logs, averaged over z ∼ π as
+    eq. 4 averages its indicator), and returns (c(x) + ½ + arctan(t(x))/π) / (m + 1), in (0, 1).
+    The added term lies in (0, 1), so a record with a higher count always scores higher: it is a
+    strict refinement of eq. 4, ordering only records the count ties. Within one target model t
+    orders them as r_x does (eq. 4 is increasing in r_x); across target models, whose candidates
+    one ROC pools, t measures r_x against that model's own population, as the count does. The
+    score is one float, so records whose t differ by less than about 1e-14 still tie (records a
+    model is certain of beyond float64, with ratios 1 to within 1e-16).
+    `score = "count"` returns eq. 4 itself, c(x)/m, as ML Privacy Meter and LeakPro compute it.
 
     target_prob: [n]; reference_prob: [K, n]; population_target_prob: [m];
     population_reference_prob: [K', m]; reference_out: [K, n] booleans, reference k did not train
-    on x (Pr(x) is then the mean over those only; default: none trained on any x). Probabilities
-    must be positive (softmax outputs are); they are clipped at the smallest positive float so an
-    underflowed 0 cannot divide by zero.
+    on x (Pr(x) is then the mean over those only; default: none trained on any x).
+    log_prob: the four inputs are log Pr(·|θ) rather than Pr(·|θ). Give logs where they are at
+    hand (from the logits, −softplus(−φ) with φ of `logit_confidence`): a noisy or overconfident
+    model rounds Pr(·|θ) to exactly 0 or 1 on many records, which ties them all, while their logs
+    keep them apart. Probabilities are clipped at the smallest positive float, so an underflowed
+    0 cannot divide by zero.
     """
+    if score not in RMIA_SCORES:
+        raise ValueError(f"score must be one of {RMIA_SCORES}; got {score!r}")
     tiny = np.finfo(np.float64).tiny
-    px = np.maximum(_f64(target_prob), tiny)
-    pz = np.maximum(_f64(population_target_prob), tiny)
-    ref_x = _f64(reference_prob)
-    ref_z = _f64(population_reference_prob)
-    if ref_x.ndim != 2 or ref_x.shape[1:] != px.shape:
-        raise ValueError(f"reference_prob must be [K, n] with n = {px.shape}; got {ref_x.shape}")
-    if ref_z.ndim != 2 or ref_z.shape[1:] != pz.shape:
-        raise ValueError(f"population_reference_prob must be [K, m] with m = {pz.shape}; got {ref_z.shape}")
+
+    def logs(x: ArrayLike) -> NDArray[np.float64]:
+        return _f64(x) if log_prob else np.log(np.maximum(_f64(x), tiny))
+
+    lx, lz = logs(target_prob), logs(population_target_prob)
+    ref_x, ref_z = logs(reference_prob), logs(population_reference_prob)
+    if ref_x.ndim != 2 or ref_x.shape[1:] != lx.shape:
+        raise ValueError(f"reference_prob must be [K, n] with n = {lx.shape}; got {ref_x.shape}")
+    if ref_z.ndim != 2 or ref_z.shape[1:] != lz.shape:
+        raise ValueError(f"population_reference_prob must be [K, m] with m = {lz.shape}; got {ref_z.shape}")
     out = None if reference_out is None else _np(reference_out).astype(bool)
     if out is not None and out.shape != ref_x.shape:
         raise ValueError(f"reference_out must have the shape of reference_prob {ref_x.shape}; got {out.shape}")
     if gamma <= 0:
         raise ValueError("gamma must be positive")
-    ratio_x = px / np.maximum(_marginal(ref_x, a, out), tiny)
-    ratio_z = np.sort(pz / np.maximum(_marginal(ref_z, a), tiny))
-    return np.searchsorted(ratio_z, ratio_x / gamma, side="right") / ratio_z.size
+    if log_prob and not (np.all(lx <= 0) and np.all(lz <= 0) and np.all(ref_x <= 0) and np.all(ref_z <= 0)):
+        raise ValueError("log probabilities must be <= 0 (is log_prob set on probabilities?)")
+    ratio_x = lx - _log_marginal(ref_x, a, out)
+    ratio_z = np.sort(lz - _log_marginal(ref_z, a))
+    count = np.searchsorted(ratio_z, ratio_x - np.log(gamma), side="right")
+    if score == "count":
+        return count / ratio_z.size
+    margin = ratio_x - ratio_z.mean()
+    return (count + 0.5 + np.arctan(margin) / np.pi) / (ratio_z.size + 1)
 
 
 @dataclass(frozen=True)
@@ -204,8 +248,9 @@ class PseudoTarget:
     non-members, and `reference_out` says which of its references did not train on each record
     (the attacker trained them all, so it knows). Population records z are OUT of every model.
 
-    prob: [n] its Pr(x|θ) on the records; is_member: [n]; reference_prob, reference_out: [K, n];
-    population_prob: [m]; population_reference_prob: [K, m].
+    prob: [n] its Pr(x|θ) on the records (or log Pr(x|θ), as `rmia_scores`' log_prob says);
+    is_member: [n]; reference_prob, reference_out: [K, n]; population_prob: [m];
+    population_reference_prob: [K, m].
     """
 
     prob: ArrayLike
@@ -245,36 +290,62 @@ def low_fpr_tpr(scores: ArrayLike, is_member: ArrayLike, fpr_range: tuple[float,
     return float(np.interp(np.geomspace(*fpr_range, points), fpr, tpr).mean())
 
 
+RMIA_A_EVIDENCE = 2.0
+"""How many standard errors the best a's criterion must beat the paper's a = 0.3 by on the
+pseudo-targets before `choose_rmia_a` departs from 0.3."""
+
+
 def choose_rmia_a(trials: Sequence[PseudoTarget], gamma: float = 1.0, grid: Sequence[float] = RMIA_A_GRID,
-                  min_non_members: int = 100) -> RmiaA:
+                  min_non_members: int = 100, log_prob: bool = False, score: str = "refined",
+                  resamples: int = 200, seed: int = 0) -> RmiaA:
     """RMIA's offline a chosen on the reference models themselves, as Zarifzadeh et al. tune it
     (App. B.2.2: attack reference models with the others, keep the a that works best; ML Privacy
     Meter does the same on a paired model, by AUC). RMIA with each a of `grid` scores
     every pseudo-target's records; the scores of all pseudo-targets are pooled (each is a share of
-    population records, so they share a scale) and the a whose TPR at low FPR is highest wins
-    (`low_fpr_tpr` over 0.1 %–10 %), ties broken by AUC and then by nearness to the paper's 0.3.
+    population records, so they share a scale) and the a whose TPR at low FPR is highest is the
+    candidate (`low_fpr_tpr` over 0.1 %–10 %), ties broken by AUC and then by nearness to the
+    paper's 0.3. Low FPR because that is what the attack is judged on (Carlini et al. 2022,
+    §III-C); a range rather than one FPR because a few thousand pseudo-target non-members put only
+    a few dozen false positives under 1 %, and the TPR there moves by one record at a time.
 
-    Low FPR because that is what the attack is judged on (Carlini et al. 2022, §III-C); a range
-    with ties broken at random rather than the TPR at one FPR, because RMIA's score is a count
-    over m population records: every record whose ratio beats all of them ties at 1, that block
-    holds about 2 % of the non-members in the membership preset (m = 200), and the TPR read at 1 %
-    alone is then 0 for most a.
+    The candidate replaces the paper's a only when the pseudo-targets show it better by more than
+    `RMIA_A_EVIDENCE` standard errors of the difference in the criterion, a = candidate against
+    a = 0.3 on the same records, estimated by resampling whole pseudo-targets (`resamples` draws,
+    seeded; 0 takes the candidate as it is). The maximum over 21 values of a noisy criterion beats 0.3 by chance whenever the
+    scores carry little membership signal (a strongly private run): a chosen on that noise is no
+    better than 0.3 in expectation and worse about half the time, so without evidence the paper's
+    value stays.
 
     Falls back to the paper's a = 0.3 when the pseudo-targets hold no member or fewer than
-    `min_non_members` non-members.
+    `min_non_members` non-members. `log_prob` and `score` are passed to `rmia_scores`.
     """
-    truth = np.concatenate([_np(t.is_member).astype(bool) for t in trials]) if trials else np.zeros(0, bool)
-    members, non_members = int(truth.sum()), int((~truth).sum())
+    truth = [_np(t.is_member).astype(bool) for t in trials]
+    pooled = np.concatenate(truth) if trials else np.zeros(0, bool)
+    members, non_members = int(pooled.sum()), int((~pooled).sum())
     if members == 0 or non_members < max(min_non_members, 1):
         return RmiaA(RMIA_PAPER_A, RMIA_A_PAPER, {}, members, non_members)
-    criterion, ranks = {}, {}
-    for a in map(float, grid):
-        scores = np.concatenate([rmia_scores(t.prob, t.reference_prob, t.population_prob,
-                                             t.population_reference_prob, gamma=gamma, a=a,
-                                             reference_out=t.reference_out) for t in trials])
-        criterion[a] = low_fpr_tpr(scores, truth)
-        ranks[a] = (criterion[a], float(roc_auc_score(truth, scores)), -abs(a - RMIA_PAPER_A))
-    return RmiaA(max(ranks, key=ranks.__getitem__), RMIA_A_CHOSEN, criterion, members, non_members)
+    scores, criterion, ranks = {}, {}, {}
+    for a in sorted(set(map(float, grid)) | {RMIA_PAPER_A}):
+        scores[a] = [rmia_scores(t.prob, t.reference_prob, t.population_prob, t.population_reference_prob,
+                                 gamma=gamma, a=a, reference_out=t.reference_out, log_prob=log_prob, score=score)
+                     for t in trials]
+        pooled_scores = np.concatenate(scores[a])
+        criterion[a] = low_fpr_tpr(pooled_scores, pooled)
+        ranks[a] = (criterion[a], float(roc_auc_score(pooled, pooled_scores)), -abs(a - RMIA_PAPER_A))
+    best = max(ranks, key=ranks.__getitem__)
+    if best != RMIA_PAPER_A and resamples > 0:
+        rng = np.random.default_rng(seed)
+        gains = []
+        for _ in range(resamples):
+            pick = rng.integers(0, len(trials), len(trials))
+            picked = np.concatenate([truth[i] for i in pick])
+            if picked.all() or not picked.any():
+                continue
+            gains.append(low_fpr_tpr(np.concatenate([scores[best][i] for i in pick]), picked)
+                         - low_fpr_tpr(np.concatenate([scores[RMIA_PAPER_A][i] for i in pick]), picked))
+        if criterion[best] - criterion[RMIA_PAPER_A] <= RMIA_A_EVIDENCE * float(np.std(gains)):
+            best = RMIA_PAPER_A
+    return RmiaA(best, RMIA_A_CHOSEN, criterion, members, non_members)
 
 
 # ------------------------------------------------------------------------------------- metrics

@@ -102,7 +102,11 @@ def test_an_overfitting_undefended_agent_is_detected_and_strong_dp_noise_hides_i
     """Reduced scale of acceptance 1 and 2: 10 agents with 10 records each, 8 reference models.
     Undefended D-PSGD run long enough to memorise: the AUC interval sits above chance, and the
     calibrated attacks do at least as well as LOSS. DP-D-PSGD with σ = 32 (sound ε ≈ 0.7 at
-    δ = 1e-5): every interval contains 0.5 or sits just above it. At round 0 every model is the
+    δ = 1e-5): every interval contains 0.5 or sits just above it. At round 149 RMIA's 310 scores
+    hardly tie, though the count over 200 population records has 201 values and the noisy DP
+    models round most probabilities to 0 or 1 (the count from probabilities had about a dozen
+    distinct values there; what ties now are records whose ratios agree beyond float64: logit gaps in
+    the thousands). At round 0 every model is the
     public x_0, so nothing can be inferred (a null check of the whole pipeline)."""
     long = DPSGD | {"rounds": 150, "eval_every": 150}
     private = long | {"kind": "dp_dpsgd", "label": "DP", "noise_multiplier": 32.0, "clip": 1.0}
@@ -116,6 +120,10 @@ def test_an_overfitting_undefended_agent_is_detected_and_strong_dp_noise_hides_i
         for method in METHODS:
             low, high = metrics[method]["auc_ci"]
             assert low <= 0.5 <= high or low < 0.55, (method, metrics[method]["auc"])
+    for row in store.rows():
+        if row["type"] == "membership" and row["round"] == 149:
+            rmia = np.load(tmp_path / row["artifacts"]["scores"])["rmia"]
+            assert len(np.unique(rmia)) > 0.8 * rmia.size, (row["defense_label"], len(np.unique(rmia)))
 
 
 def test_a_rerun_skips_finished_membership_cells(tmp_path):
@@ -147,6 +155,7 @@ def test_a_diverged_target_is_a_failed_row_and_the_campaign_goes_on(tmp_path):
         ({"rounds": [30]}, DATA, "the model view reads round 30, but 'D-PSGD' runs 30 rounds"),
         ({"rounds": [1], "threat": "eavesdropper", "links": [[3, 4]]}, DATA, "does not hear agent 0's broadcasts"),
         ({"rounds": [1], "rmia_samples": 900}, DATA, "the held-out split has 899 records"),
+        ({"rounds": [1], "rmia_score": "mean"}, DATA, "unknown RMIA score 'mean'"),
         ({"rounds": [1], "references": 1}, DATA, "membership[0].references"),
         ({"rounds": [1], "target": "final"}, DATA, "unknown membership target 'final'"),
         ({"rounds": [1], "victims": [0, 0]}, DATA, "membership[0].victims: must be distinct agents"),
@@ -193,6 +202,18 @@ def test_several_victims_pool_their_records_each_against_its_own_model(tmp_path)
     assert (row["rmia_a"], row["rmia_a_from"]) == (0.5, "set by the campaign")
     saved = np.load(tmp_path / row["artifacts"]["scores"])
     assert sorted(set(saved["owners"].tolist())) == [0, 3, 7]
+
+
+def test_rmia_score_count_gives_the_papers_count(tmp_path):
+    """rmia_score = "count": RMIA's scores are shares of the 200 population records (eq. 4 as is);
+    the default refines them, so each candidate has its own."""
+    tables = [MIA | {"label": label, "references": 2, "rounds": [29]} | extra
+              for label, extra in (("count", {"rmia_score": "count"}), ("refined", {}))]
+    store, _ = _run(_campaign(tables), tmp_path)
+    rows = {row["label"]: row for row in store.rows() if row["type"] == "membership"}
+    count, refined = (np.load(tmp_path / rows[label]["artifacts"]["scores"])["rmia"] for label in ("count", "refined"))
+    np.testing.assert_allclose(count * 200, np.round(count * 200), atol=1e-9)
+    assert len(np.unique(count)) < len(np.unique(refined)) == refined.size
 
 
 def test_pseudo_targets_are_reference_models_with_their_own_records():

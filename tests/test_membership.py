@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy.special import logsumexp
 from sklearn.metrics import roc_auc_score, roc_curve
 
 from attacks.membership import (
@@ -17,6 +18,7 @@ from attacks.membership import (
     PseudoTarget,
     _bootstrap,
     _curves,
+    _log_marginal,
     _statistics,
     choose_rmia_a,
     lira_offline_scores,
@@ -206,15 +208,75 @@ def test_rmia_detects_boosted_members():
     assert membership_metrics(offline, labels(1000), bootstrap=0).auc > 0.9
 
 
-def test_rmia_matches_pairwise_definition():
-    """The searchsorted score equals eq. 4 evaluated by brute force over all (x, z) pairs."""
+def test_rmia_count_matches_pairwise_definition():
+    """score = "count" equals eq. 4 evaluated by brute force over all (x, z) pairs, from
+    probabilities or from their logs."""
     tx, rx, tz, rz = _rmia_world(20, 50, 3, boost=1.0, seed=4)
     for gamma, a in ((1.0, None), (2.0, 0.5)):
         def marginal(r):
             mean = r.mean(0)
             return mean if a is None else 0.5 * (1 + a) * mean + 0.5 * (1 - a)
         lr = (tx / marginal(rx))[:, None] / (tz / marginal(rz))[None, :]
-        np.testing.assert_allclose(rmia_scores(tx, rx, tz, rz, gamma=gamma, a=a), (lr >= gamma).mean(1))
+        np.testing.assert_allclose(rmia_scores(tx, rx, tz, rz, gamma=gamma, a=a, score="count"), (lr >= gamma).mean(1))
+        logs = [np.log(v) for v in (tx, rx, tz, rz)]
+        np.testing.assert_allclose(rmia_scores(*logs, gamma=gamma, a=a, score="count", log_prob=True),
+                                   (lr >= gamma).mean(1))
+    with pytest.raises(ValueError, match="log probabilities must be <= 0"):
+        rmia_scores(tx, rx, tz, rz, log_prob=True)
+    with pytest.raises(ValueError, match="score must be one of"):
+        rmia_scores(tx, rx, tz, rz, score="mean")
+
+
+def test_rmia_refined_score_breaks_the_counts_ties_and_keeps_its_order():
+    """With m = 20 population records the count takes 21 values for 2000 records; the refined
+    score gives each record its own value, never reorders two records the count separates, and
+    within a tied block orders them by the ratio Pr(x|θ)/Pr(x), as eq. 4 does between blocks."""
+    tx, rx, tz, rz = _rmia_world(1000, 20, 4, boost=1.0, seed=6)
+    for a in (None, 0.3):
+        count = rmia_scores(tx, rx, tz, rz, a=a, score="count")
+        refined = rmia_scores(tx, rx, tz, rz, a=a)
+        assert len(np.unique(count)) <= 21 and len(np.unique(refined)) == refined.size
+        assert 0 < refined.min() and refined.max() < 1
+        separated = count[:, None] > count[None, :]
+        assert np.all((refined[:, None] > refined[None, :])[separated])
+        mean = rx.mean(0)
+        ratio = tx / (mean if a is None else 0.65 * mean + 0.35)
+        np.testing.assert_array_equal(np.argsort(refined), np.argsort(ratio))
+
+
+def test_rmia_tpr_at_low_fpr_is_not_decided_by_a_tied_block():
+    """No signal, m = 20: the count ties about 1/21 of the non-members at its top value, so no
+    threshold has an FPR between 0 and 5 % and the TPR read at 1 % FPR is 0. The refined score
+    reads the chance value 0.01 (its interval covers it)."""
+    tx, rx, tz, rz = _rmia_world(2000, 20, 4, boost=0.0, seed=8)
+    count = membership_metrics(rmia_scores(tx, rx, tz, rz, score="count"), labels(2000), bootstrap=0)
+    assert count.tpr[1] == 0.0
+    refined = membership_metrics(rmia_scores(tx, rx, tz, rz), labels(2000), bootstrap=200)
+    low, high = refined.tpr_ci[1]
+    assert low <= 0.01 <= high and refined.tpr[1] > 0
+
+
+def test_rmia_keeps_apart_records_whose_probabilities_round_to_1_or_0():
+    """Models confident to float64's end: log Pr(·|θ) about −900, which exp rounds to 0, or about
+    −1e-20, which exp rounds to exactly 1. From probabilities every record ties. From their logs
+    (log_prob) each record of the first kind has its own score, and those of the second kind are
+    told apart by the count (their ratios differ by about 1e-20, below what the added tie-break
+    term resolves); the log marginal is exact at both ends."""
+    rng = np.random.default_rng(9)
+    far = [-rng.uniform(800, 1000, shape) for shape in (400, (4, 400), 100, (4, 100))]
+    near = [-(10.0 ** rng.uniform(-30, -18, shape)) for shape in (400, (4, 400), 100, (4, 100))]
+    for logs in (far, near):
+        assert len(np.unique(rmia_scores(*[np.exp(v) for v in logs], a=0.3))) == 1
+    assert len(np.unique(rmia_scores(*far, a=0.3, log_prob=True))) == 400
+    count = rmia_scores(*near, a=0.3, log_prob=True, score="count")
+    assert len(np.unique(count)) > 50
+    assert len(np.unique(rmia_scores(*near, a=0.3, log_prob=True))) == len(np.unique(count))
+    eps = 10.0 ** rng.uniform(-30, -18, (4, 50))
+    np.testing.assert_allclose(_log_marginal(-eps, 0.3), -0.65 * eps.mean(0), rtol=1e-9)
+    np.testing.assert_allclose(_log_marginal(-eps, None), -eps.mean(0), rtol=1e-9)
+    low = -rng.uniform(800, 1000, (4, 50))
+    np.testing.assert_allclose(_log_marginal(low, None), logsumexp(low, axis=0) - np.log(4), rtol=1e-12)
+    np.testing.assert_allclose(_log_marginal(low, 0.3), np.log(0.35), rtol=1e-12)
 
 
 def test_rmia_averages_over_the_references_out_of_each_record():
@@ -230,7 +292,8 @@ def test_rmia_averages_over_the_references_out_of_each_record():
         marginal = mean if a is None else 0.65 * mean + 0.35
         mz = rz.mean(0) if a is None else 0.65 * rz.mean(0) + 0.35
         lr = (tx / marginal)[:, None] / (tz / mz)[None, :]
-        np.testing.assert_allclose(rmia_scores(tx, rx, tz, rz, a=a, reference_out=out), (lr >= 1).mean(1))
+        np.testing.assert_allclose(rmia_scores(tx, rx, tz, rz, a=a, reference_out=out, score="count"),
+                                   (lr >= 1).mean(1))
     with pytest.raises(ValueError, match="reference model that did not train"):
         rmia_scores(tx, rx, tz, rz, reference_out=np.zeros_like(out))
 
@@ -283,6 +346,16 @@ def test_rmia_a_chosen_on_reference_models_finds_at_least_the_papers_tpr(boost, 
     tpr = {a: membership_metrics(rmia_scores(*real, a=a), truth, bootstrap=0).tpr[1] for a in (chosen.a, 0.3, None)}
     assert tpr[chosen.a] >= tpr[0.3]
     assert tpr[chosen.a] > 1.5 * tpr[None]
+
+
+def test_rmia_a_stays_the_papers_without_evidence_for_another():
+    """No membership signal at all: some a beats 0.3 on the pseudo-targets by chance, but not by
+    two standard errors of the difference, so a stays 0.3 (chosen on the reference models)."""
+    _, _, trials = _offline_world(500, 8, 0.0, 0.5, seed=2)
+    chosen = choose_rmia_a(trials)
+    assert max(chosen.criterion.values()) > chosen.criterion[0.3]
+    assert (chosen.a, chosen.how) == (0.3, RMIA_A_CHOSEN)
+    assert choose_rmia_a(trials, resamples=0).a != 0.3
 
 
 def test_rmia_a_falls_back_to_the_papers_value():

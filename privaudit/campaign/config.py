@@ -34,6 +34,7 @@ from attacks.coalition import DYNAMICS
 from attacks.extract import EXTRACTORS, MODEL_VIEWS
 from attacks.inversion import INVERSIONS
 from attacks.mechanisms import MECHANISMS, NORMS
+from attacks.membership import RMIA_SCORES
 from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams
 from defenses.external import origin, resolve
@@ -332,7 +333,11 @@ class MembershipConfig(ThreatConfig):
     rmia_gamma: float = Field(1.0, gt=0)
     rmia_a: float | None = Field(None, ge=0, le=1, description="RMIA's offline linear approximation "
                                  "(App. B.2.2); None: chosen on the reference models (each attacked with the "
-                                 "others), the paper's 0.3 with fewer than 4 of them")
+                                 "others), the paper's 0.3 with fewer than 4 of them or without evidence for "
+                                 "another")
+    rmia_score: one_of(RMIA_SCORES, "RMIA score") = Field(
+        "refined", description="'refined': the paper's count with its ties broken by the mean log pairwise "
+        "likelihood ratio; 'count': the count as is (eq. 4)")
     fprs: list[float] = Field(default_factory=lambda: [0.001, 0.01])
     bootstrap: Annotated[int, AfterValidator(within("runs"))] = Field(1000, ge=0)
     confidence: float = Field(0.95, gt=0, lt=1)

@@ -17,12 +17,14 @@ The attacker's side, in order:
    position's model as it crossed the wire at the attacked rounds (`MODEL_VIEWS`, so a defense
    that sends a noisy or quantized model is matched by noisy or quantized references), or the
    final average model.
-3. **Scores** (`score_candidates`): the per-record loss, logit-scaled confidence and correct-class
-   probability of the target and of each reference model, turned into LOSS, offline LiRA and
-   RMIA scores (`attacks.membership`). RMIA's offline a is the campaign's `rmia_a` when it sets
+3. **Scores** (`score_candidates`): the per-record loss, logit-scaled confidence and log
+   correct-class probability of the target and of each reference model, turned into LOSS, offline
+   LiRA and RMIA scores (`attacks.membership`; RMIA's count with its ties broken unless the table
+   sets `rmia_score = "count"`). RMIA's offline a is the campaign's `rmia_a` when it sets
    one; otherwise it is chosen on the reference models (`rmia_a`): each in turn attacked as a
    pseudo-target with the others as its references, on pool records whose membership the attacker
-   knows because it trained them, falling back to the paper's 0.3 when the references are too few.
+   knows because it trained them, keeping the paper's 0.3 when the references are too few or show
+   no a better beyond their own noise.
 
 Anything that goes wrong on the attacker's side (a model the tap did not hear, a model whose
 outputs are not finite) becomes a failed finding with its reason.
@@ -244,26 +246,29 @@ def reference_models(table: MembershipConfig, defense: str, params: DefenseParam
 
 @torch.no_grad()
 def _outputs(model: FlatModel, params: Tensor, x: Tensor, y: Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-record loss, logit-scaled confidence φ and correct-class probability of every model in
-    `params` [M, P] on (x, y): three [M, n] float64 arrays."""
-    losses, confidences, probabilities = [], [], []
+    """Per-record loss, logit-scaled confidence φ and log correct-class probability of every model
+    in `params` [M, P] on (x, y): three [M, n] float64 arrays. The log probability is
+    log σ(φ) = −softplus(−φ), exact at both ends where exp(−loss) rounds to 1 or underflows to 0
+    (as the models of a noisy run often do), so RMIA does not tie those records."""
+    losses, confidences, log_probabilities = [], [], []
     for theta in params:
         logits = torch.cat([model.output(theta, x[k: k + _CHUNK]) for k in range(0, len(x), _CHUNK)]).double()
-        loss = F.cross_entropy(logits, y, reduction="none")
-        losses.append(loss.numpy())
-        confidences.append(logit_confidence(logits, y))
-        probabilities.append(torch.exp(-loss).numpy())
-    return np.stack(losses), np.stack(confidences), np.stack(probabilities)
+        losses.append(F.cross_entropy(logits, y, reduction="none").numpy())
+        phi = logit_confidence(logits, y)
+        confidences.append(phi)
+        log_probabilities.append(-np.logaddexp(0.0, -phi))
+    return np.stack(losses), np.stack(confidences), np.stack(log_probabilities)
 
 
-def _pseudo_targets(victim: int, shards: list[list[np.ndarray]], pool_prob: np.ndarray,
-                    z_prob: np.ndarray) -> list[PseudoTarget]:
+def _pseudo_targets(victim: int, shards: list[list[np.ndarray]], pool_log_prob: np.ndarray,
+                    z_log_prob: np.ndarray) -> list[PseudoTarget]:
     """Each reference model at `victim`'s position attacked with the others as its references:
     its members are the pool records its victim trained on, its non-members the pool records none
     of its agents trained on (records of its other agents are neither, as for the target), each
     record against the references that did not train on it; records that every other reference
-    trained on are left out. pool_prob, z_prob: [K, pool] and [K, m] of the reference models."""
-    k, pool = pool_prob.shape
+    trained on are left out. pool_log_prob, z_log_prob: [K, pool] and [K, m] log probabilities of
+    the reference models."""
+    k, pool = pool_log_prob.shape
     trained = np.zeros((k, pool), bool)
     for j, agents in enumerate(shards):
         trained[j, np.concatenate(agents)] = True
@@ -274,8 +279,8 @@ def _pseudo_targets(victim: int, shards: list[list[np.ndarray]], pool_prob: np.n
         member[shards[j][victim]] = True
         out = ~trained[others]
         keep = (member | ~trained[j]) & out.any(axis=0)
-        trials.append(PseudoTarget(pool_prob[j, keep], member[keep], pool_prob[others][:, keep], out[:, keep],
-                                   z_prob[j], z_prob[others]))
+        trials.append(PseudoTarget(pool_log_prob[j, keep], member[keep], pool_log_prob[others][:, keep],
+                                   out[:, keep], z_log_prob[j], z_log_prob[others]))
     return trials
 
 
@@ -286,7 +291,7 @@ def rmia_a(table: MembershipConfig, trials: list[PseudoTarget]) -> RmiaA:
         return RmiaA(table.rmia_a, RMIA_A_SET, {})
     if table.references < RMIA_A_MIN_REFERENCES:
         return RmiaA(RMIA_PAPER_A, RMIA_A_PAPER, {})
-    return choose_rmia_a(trials, gamma=table.rmia_gamma)
+    return choose_rmia_a(trials, gamma=table.rmia_gamma, log_prob=True, score=table.rmia_score)
 
 
 def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[int, Tensor],
@@ -300,9 +305,9 @@ def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[in
     for victim, target in targets.items():
         mine = np.flatnonzero(data.owners == victim)
         params = torch.cat([target[None].float(), references[victim].float()])
-        loss, phi, prob = _outputs(model, params, data.candidates_x[mine], data.candidates_y[mine])
-        _, _, z_prob = _outputs(model, params, data.population_x, data.population_y)
-        for name, values in (("loss", loss), ("confidence", phi), ("population probability", z_prob)):
+        loss, phi, log_prob = _outputs(model, params, data.candidates_x[mine], data.candidates_y[mine])
+        _, _, z_log_prob = _outputs(model, params, data.population_x, data.population_y)
+        for name, values in (("loss", loss), ("confidence", phi), ("population log probability", z_log_prob)):
             bad = ~np.isfinite(values).all(axis=1)
             if bad.any():
                 which = (f"the target model of victim {victim}" if bad[0]
@@ -310,16 +315,17 @@ def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[in
                 raise ValueError(f"{which} gives a non-finite {name} on some records (diverged training?)")
         scores["loss"][mine] = loss_scores(loss[0])
         scores["lira"][mine] = lira_offline_scores(phi[0], phi[1:], fixed_variance=table.lira_variance == "global")
-        outputs[victim] = (mine, prob, z_prob)
+        outputs[victim] = (mine, log_prob, z_log_prob)
         if table.rmia_a is None and table.references >= RMIA_A_MIN_REFERENCES:
-            _, _, pool_prob = _outputs(model, references[victim].float(), data.pool_x, data.pool_y)
-            if not np.isfinite(pool_prob).all():
-                raise ValueError(f"a reference model of victim {victim} gives a non-finite probability on its pool")
-            trials += _pseudo_targets(victim, shards, pool_prob, z_prob[1:])
+            _, _, pool_log_prob = _outputs(model, references[victim].float(), data.pool_x, data.pool_y)
+            if not np.isfinite(pool_log_prob).all():
+                raise ValueError(f"a reference model of victim {victim} gives a non-finite log probability on its pool")
+            trials += _pseudo_targets(victim, shards, pool_log_prob, z_log_prob[1:])
     chosen = rmia_a(table, trials)
-    for mine, prob, z_prob in outputs.values():
-        scores["rmia"][mine] = rmia_scores(prob[0], prob[1:], z_prob[0], z_prob[1:], gamma=table.rmia_gamma,
-                                           a=chosen.a)
+    for mine, log_prob, z_log_prob in outputs.values():
+        scores["rmia"][mine] = rmia_scores(log_prob[0], log_prob[1:], z_log_prob[0], z_log_prob[1:],
+                                           gamma=table.rmia_gamma, a=chosen.a, log_prob=True,
+                                           score=table.rmia_score)
     return scores, chosen
 
 
