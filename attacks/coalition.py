@@ -20,7 +20,9 @@ in D-PSGD, the coalition's neighbours at the first round of the window. With the
 similarity assumption, agent k's gradient is one unknown g_k over the window: far more agents are
 determined, but the gradient moves by about s_t·‖∇²f‖·‖g‖ per round, and that drift is the error
 the assumption costs, amplified for agents far from the coalition (each hop weakens their trace
-in what the coalition hears). The coalition's own gradients are known (its members disclose them
+in what the coalition hears). Where every agent trains on one fixed record, `attacks.record_fit`
+needs no assumption: it fits the records themselves to the messages, and `recover` ranks what it
+finds between the two. The coalition's own gradients are known (its members disclose them
 to themselves).
 
 Which agents are exposed, and how (`EXPOSURES`), is computed, not guessed: z_m is determined by
