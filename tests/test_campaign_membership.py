@@ -233,3 +233,27 @@ def test_pseudo_targets_are_reference_models_with_their_own_records():
                                                         [True, False, True, True, False, True]])
     np.testing.assert_array_equal(first.reference_prob, pool_prob[1:][:, kept])
     assert first.population_prob.shape == (5,) and first.population_reference_prob.shape == (2, 5)
+
+
+def test_losses_keep_the_margins_cross_entropy_rounds_to_zero():
+    """A model sure of its records (logit margins 40 to 60) has cross-entropy losses that round to
+    exactly 0 in float64, which would tie them all for LOSS; softplus(−φ) keeps them apart and
+    ordered by margin, and agrees with cross-entropy where that does not round."""
+    import torch.nn.functional as F
+
+    from attacks.membership import logit_confidence
+    from privaudit.campaign.membership_findings import _outputs
+    from privaudit.flatmodel import FlatModel
+
+    model = FlatModel(torch.nn.Linear(1, 2, bias=False))
+    x = torch.linspace(20, 30, 11).view(-1, 1)
+    y = torch.zeros(11, dtype=torch.long)
+    params = torch.tensor([[1.0, -1.0]])
+    losses, phi, log_prob = _outputs(model, params, x, y)
+    logits = model.output(params[0], x).double()
+    assert (F.cross_entropy(logits, y, reduction="none") == 0).all()
+    assert len(np.unique(losses)) == 11 and (np.diff(losses[0]) < 0).all() and (losses > 0).all()
+    np.testing.assert_allclose(log_prob, -losses)
+    moderate = torch.tensor([[0.5, 1.5], [2.0, 0.1]], dtype=torch.float64)
+    np.testing.assert_allclose(np.logaddexp(0.0, -logit_confidence(moderate, torch.tensor([1, 0]))),
+                               F.cross_entropy(moderate, torch.tensor([1, 0]), reduction="none").numpy(), rtol=1e-12)

@@ -41,7 +41,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from attacks.extract import MODEL_VIEWS
@@ -249,14 +248,17 @@ def _outputs(model: FlatModel, params: Tensor, x: Tensor, y: Tensor) -> tuple[np
     """Per-record loss, logit-scaled confidence φ and log correct-class probability of every model
     in `params` [M, P] on (x, y): three [M, n] float64 arrays. The log probability is
     log σ(φ) = −softplus(−φ), exact at both ends where exp(−loss) rounds to 1 or underflows to 0
-    (as the models of a noisy run often do), so RMIA does not tie those records."""
+    (as the models of a noisy run often do), so RMIA does not tie those records. The loss is its
+    negative, softplus(−φ): the cross-entropy log(1 + Σ_{j≠y} e^{z_j − z_y}) itself, but kept
+    where logsumexp_j z_j − z_y rounds to exactly 0 (a margin above about 37 in float64), so LOSS
+    does not tie the records a model is most sure of either."""
     losses, confidences, log_probabilities = [], [], []
     for theta in params:
         logits = torch.cat([model.output(theta, x[k: k + _CHUNK]) for k in range(0, len(x), _CHUNK)]).double()
-        losses.append(F.cross_entropy(logits, y, reduction="none").numpy())
         phi = logit_confidence(logits, y)
         confidences.append(phi)
-        log_probabilities.append(-np.logaddexp(0.0, -phi))
+        losses.append(np.logaddexp(0.0, -phi))
+        log_probabilities.append(-losses[-1])
     return np.stack(losses), np.stack(confidences), np.stack(log_probabilities)
 
 
