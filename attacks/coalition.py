@@ -235,10 +235,7 @@ def _payload(transcript: Transcript, kind: Kind, t: int, agent: int) -> np.ndarr
 
 
 def _disclosed(transcript: Transcript, agent: int, t: int, name: str) -> np.ndarray:
-    found = [d.value for d in transcript.disclosures if d.agent == agent and d.round == t and d.name == name]
-    if len(found) != 1:
-        raise KeyError(f"the coalition transcript lacks member {agent}'s own '{name}' at round {t}")
-    return found[0].double().numpy()
+    return transcript.disclosed(agent, t, name).double().numpy()
 
 
 def _state(transcript: Transcript, model: Dynamics, agent: int, t: int) -> np.ndarray:

@@ -311,10 +311,11 @@ def choose_rmia_a(trials: Sequence[PseudoTarget], gamma: float = 1.0, grid: Sequ
     The candidate replaces the paper's a only when the pseudo-targets show it better by more than
     `RMIA_A_EVIDENCE` standard errors of the difference in the criterion, a = candidate against
     a = 0.3 on the same records, estimated by resampling whole pseudo-targets (`resamples` draws,
-    seeded; 0 takes the candidate as it is). The maximum over 21 values of a noisy criterion beats 0.3 by chance whenever the
-    scores carry little membership signal (a strongly private run): a chosen on that noise is no
-    better than 0.3 in expectation and worse about half the time, so without evidence the paper's
-    value stays.
+    seeded; 0 takes the candidate as it is). The maximum over 21 values of a noisy criterion
+    beats 0.3 by chance whenever the scores carry little membership signal (a strongly private
+    run): a chosen on that noise is no better than 0.3 in expectation and worse about half the
+    time, so without evidence (including no resample with both members and non-members) the
+    paper's value stays.
 
     Falls back to the paper's a = 0.3 when the pseudo-targets hold no member or fewer than
     `min_non_members` non-members. `log_prob` and `score` are passed to `rmia_scores`.
@@ -343,7 +344,7 @@ def choose_rmia_a(trials: Sequence[PseudoTarget], gamma: float = 1.0, grid: Sequ
                 continue
             gains.append(low_fpr_tpr(np.concatenate([scores[best][i] for i in pick]), picked)
                          - low_fpr_tpr(np.concatenate([scores[RMIA_PAPER_A][i] for i in pick]), picked))
-        if criterion[best] - criterion[RMIA_PAPER_A] <= RMIA_A_EVIDENCE * float(np.std(gains)):
+        if not gains or criterion[best] - criterion[RMIA_PAPER_A] <= RMIA_A_EVIDENCE * float(np.std(gains)):
             best = RMIA_PAPER_A
     return RmiaA(best, RMIA_A_CHOSEN, criterion, members, non_members)
 

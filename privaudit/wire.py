@@ -319,6 +319,14 @@ class Transcript:
             )
         return found[0].payload
 
+    def disclosed(self, agent: int, round: int, name: str) -> Tensor:
+        """The one value `agent` disclosed to itself as `name` at `round` (a member's own gradient,
+        state or batch); KeyError when the tap did not record it."""
+        found = [d.value for d in self.disclosures if d.agent == agent and d.round == round and d.name == name]
+        if len(found) != 1:
+            raise KeyError(f"the {self.threat_model} transcript lacks agent {agent}'s own '{name}' at round {round}")
+        return found[0]
+
     def save(self, path: str | Path) -> None:
         """Write the transcript as plain tensors, lists, strings and numbers, no pickled object,
         so that `load` reads it with `weights_only=True`: loading a file never runs code from it."""

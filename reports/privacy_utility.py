@@ -217,15 +217,20 @@ def _inversions(run: _Run) -> dict[str, _Measure]:
     return found
 
 
+def _by_label(run: _Run, kind: str) -> dict[str, list[dict[str, Any]]]:
+    """The run's finding rows of one type, grouped by their table's label."""
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for row in run.findings:
+        if row_type(row) == kind:
+            tables.setdefault(str(row.get("label", "?")), []).append(row)
+    return tables
+
+
 def _memberships(run: _Run) -> dict[str, _Measure]:
     """Per membership table: the AUC of its strongest method and attacked model (highest mean over
     seeds; picking the strongest favours the attacker)."""
-    tables: dict[str, list[dict[str, Any]]] = {}
-    for row in run.findings:
-        if row_type(row) == "membership":
-            tables.setdefault(str(row.get("label", "?")), []).append(row)
     found = {}
-    for name, rows in tables.items():
+    for name, rows in _by_label(run, "membership").items():
         ok = [row for row in rows if not membership_failed(row)]
         candidates: dict[tuple[Any, str], list[float]] = {}
         for row in ok:
@@ -245,12 +250,8 @@ def _memberships(run: _Run) -> dict[str, _Measure]:
 
 def _audits(run: _Run) -> dict[str, _Measure]:
     """Per canary audit table: its rigorous ε lower bound over seeds."""
-    tables: dict[str, list[dict[str, Any]]] = {}
-    for row in run.findings:
-        if row_type(row) == "audit":
-            tables.setdefault(str(row.get("label", "?")), []).append(row)
     found = {}
-    for name, rows in tables.items():
+    for name, rows in _by_label(run, "audit").items():
         values = [v for row in rows if (v := _finite(row.get("eps_lb"))) is not None]
         lost = len(rows) - len(values)
         text = f"ε_LB {_spread(values, '.3g')}" if values else "no bound"

@@ -87,8 +87,10 @@ def _graph_png(topology: Topology, members: list[int], exposure: dict[int, str])
 
 
 def _truth(witnesses: Transcript, agent: int, round: int, name: str) -> torch.Tensor | None:
-    found = [d.value for d in witnesses.disclosures if d.agent == agent and d.round == round and d.name == name]
-    return found[0] if found else None
+    try:
+        return witnesses.disclosed(agent, round, name)
+    except KeyError:
+        return None
 
 
 def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int, last: int,
@@ -108,7 +110,7 @@ def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int
     started = time.perf_counter()
     try:
         fit = fit_records(transcript, members, setup.model, data.shape, data.num_classes, first, last)
-    except ValueError as error:
+    except (KeyError, ValueError) as error:
         fields["record_fit"] = {"status": f"failed: {error.args[0]}", "wall_s": time.perf_counter() - started}
         return {}
     fields["record_fit"] = {"status": "accepted" if fit.accepted else "rejected: the fitted records do not explain "
@@ -116,8 +118,8 @@ def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int
                             "wall_s": time.perf_counter() - started}
     if not fit.accepted:
         return {}
-    return {k: Target(fit.gradients[k].float(), fit.points[k].float(), k, first, kind="gradient_estimate")
-            for k in fit.gradients}
+    point = transcript.public.initial_model.float()
+    return {k: Target(fit.gradients[k].float(), point, k, first, kind="gradient_estimate") for k in fit.gradients}
 
 
 def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcript, witnesses: Transcript,
