@@ -45,12 +45,12 @@ from scipy.stats import beta as beta_law
 
 from attacks.mechanisms import (NORMS, ROUNDING_DECIMALS, Mechanism, MechanismClaim, Pair, Setting, Sound, build,
                                 privacy_curve)
+from attacks.verdict import Verdict, decide
 from privaudit.errors import ConfigError
 from privaudit.limits import MAX_SEED, require
 
 Target = Literal["eps", "delta"]
 TestKind = Literal["auto", "classifier"]
-Status = Literal["refuted", "consistent", "inconclusive", "not evaluable"]
 
 SELECT_FRACTION = 0.25
 """Share of each input's samples that chooses the test; the rest estimate its rates."""
@@ -331,35 +331,13 @@ def estimate(mechanism: Mechanism, pair: Pair, samples: int, releases: int, targ
 # Verdicts
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """The audit's answer about one claim, with the one-sentence reason."""
-
-    status: Status
-    statement: str | None
-    reason: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def _compare(claimed_eps: float, claimed_delta: float, delta_bound: Bound, eps_bound: Bound) -> Status:
-    """Refuted when, at the claimed ε, the outputs force a δ above the claimed δ; inconclusive when
-    they force nothing at all (δ_LB = 0 and ε_LB = 0: no evidence at this strength, which is not
-    evidence of privacy); consistent otherwise."""
-    if not math.isclose(delta_bound.at, claimed_eps):
-        raise ValueError(f"the δ bound is at ε = {delta_bound.at}, the claim at ε = {claimed_eps}")
-    if delta_bound.value > claimed_delta:
-        return "refuted"
-    return "consistent" if delta_bound.value > 0 or eps_bound.value > 0 else "inconclusive"
-
-
 def judge(audited: MechanismClaim | None, title: str, pair: Pair, eps_bound: Bound, delta_bound: Bound) -> Verdict:
-    """Refuted / consistent / not evaluable, for the claim the mechanism states (see `_compare`).
+    """The verdict on the claim the mechanism states, by the one rule of `attacks.verdict`: the
+    bound exceeds the claim when, at the claimed ε, the outputs force a δ above the claimed δ.
 
-    Not evaluable when no claim is stated, when the claim needs a constant the paper never gives
-    (then a stated reading is compared, and said to be a reading), or when the pair the search
-    found lies outside the claim's adjacency (such a pair cannot refute it)."""
+    Not evaluable when no claim is stated, when the statement cannot be compared with one
+    release (then a stated reading is compared, and said to be a reading), or when the pair the
+    search found lies outside the claim's adjacency (such a pair cannot refute it)."""
     confidence = f"{delta_bound.confidence:.0%} confidence"
     if audited is None:
         return Verdict("not evaluable", None, f"no DP claim is stated for the {title}; the bounds stand alone")
@@ -367,27 +345,35 @@ def judge(audited: MechanismClaim | None, title: str, pair: Pair, eps_bound: Bou
     distance = pair.distance(audited.norm)
     outside = (f"the most distinguishable pair found has ‖x − x′‖ = {distance:.4g} > 1 in the claim's norm, "
                "outside the claim's adjacency")
+
+    def measured_at(eps: float, delta: float) -> tuple[bool, str]:
+        exceeds = delta_bound.value > delta
+        return exceeds, (f"at ε = {eps:.4g} the outputs force δ ≥ {delta_bound.value:.4g} ({confidence}), "
+                         f"{'above' if exceeds else 'not above'} the claimed δ = {delta:.4g}")
+
     if audited.unevaluable is not None:
         reason = audited.unevaluable
         if audited.reading is not None and distance <= 1 + 1e-9:
             eps, delta, how = audited.reading
-            status = _compare(eps, delta, delta_bound, eps_bound)
-            reason += (f"; under the reading {how} it would be {status}: δ_LB = {delta_bound.value:.4g} at "
-                       f"ε = {eps:.4g} ({confidence})")
+            exceeds, measured = measured_at(eps, delta)
+            found = delta_bound.value > 0 or eps_bound.value > 0
+            would = "refuted" if exceeds else "consistent" if found else "inconclusive"
+            reason += f"; under the reading {how} it would be {would}: {measured}"
         elif audited.reading is not None:
             reason += f"; {outside}, so not even a reading can be compared"
         return Verdict("not evaluable", statement, reason)
     if distance > 1 + 1e-9:
         return Verdict("not evaluable", statement, outside)
-    status = _compare(audited.eps, audited.delta, delta_bound, eps_bound)
-    measured = (f"at ε = {audited.eps:.4g} the outputs force δ ≥ {delta_bound.value:.4g} ({confidence}), "
-                f"{'above' if status == 'refuted' else 'not above'} the claimed δ = {audited.delta:.4g}")
-    if status == "inconclusive":
-        measured = f"no evidence at this strength: {measured}"
+    if not math.isclose(delta_bound.at, audited.eps):
+        raise ValueError(f"the δ bound is at ε = {delta_bound.at}, the claim at ε = {audited.eps}")
+    exceeds, measured = measured_at(audited.eps, audited.delta)
+    ratio = None
     if audited.eps > 0:
         measured += (f"; ε_LB = {eps_bound.value:.4g} at δ = {eps_bound.at:.4g} against the claimed "
                      f"ε = {audited.eps:.4g}")
-    return Verdict(status, statement, measured)
+        ratio = eps_bound.value / audited.eps
+    return decide(audited.claim, statement, exceeds=exceeds,
+                  found=delta_bound.value > 0 or eps_bound.value > 0, measured=measured, ratio=ratio)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -439,6 +425,9 @@ class AuditReport:
     verdict: Verdict
     primary: Target
     wall_s: float
+    premise: dict[str, Any] | None = None
+    """The record-level measurement where the claim's relation is a premise the code does not enforce
+    for records (`_premise`), else None."""
 
     def tightness(self) -> dict[str, Any]:
         """The bound on the mechanism's primary quantity (δ at the claim's ε for flat (0, δ)
@@ -464,7 +453,7 @@ class AuditReport:
             "exact": self.exact, "sound": asdict(self.sound), "verdict": self.verdict.as_dict(),
             "tightness": self.tightness(), "tests": {"eps": self.eps_bound.as_dict(),
                                                      "delta": self.delta_bound.as_dict()},
-            "candidates": self.candidates, "seed": self.seed, "wall_s": self.wall_s,
+            "candidates": self.candidates, "seed": self.seed, "wall_s": self.wall_s, "premise": self.premise,
         })
 
 
@@ -523,12 +512,22 @@ def audit(name: str, params: dict[str, Any] | None = None, *, adjacency: str = "
     audited = mechanism.claim(setting)
     at_eps = audited.eps if audited is not None and audited.eps is not None else 0.0
     targets: list[tuple[Target, float]] = [("eps", delta), ("delta", at_eps)]
-    pilot_rng, final_rng = np.random.default_rng(seed).spawn(2)
-    candidates = mechanism.candidates(setting.norm, dim)
+    pilot_rng, final_rng, premise_pilot_rng, premise_rng = np.random.default_rng(seed).spawn(4)
     primary = targets[0] if mechanism.primary == "eps" else targets[1]
     pilot = max(_MIN_PILOT, int(samples * PILOT_FRACTION))
-    pair, table = search(mechanism, candidates, pilot, releases, primary, confidence, pilot_rng, test)
-    eps_bound, delta_bound = estimate(mechanism, pair, samples, releases, targets, confidence, final_rng, test)
+
+    def measure(sampled: Mechanism, rngs: tuple[np.random.Generator, np.random.Generator]) -> tuple[
+            Pair, list[dict[str, Any]], Bound, Bound]:
+        candidates = sampled.candidates(setting.norm, dim)
+        pair, table = search(sampled, candidates, pilot, releases, primary, confidence, rngs[0], test)
+        return (pair, table, *estimate(sampled, pair, samples, releases, targets, confidence, rngs[1], test))
+
+    pair, table, eps_bound, delta_bound = measure(mechanism, (pilot_rng, final_rng))
+    record_level = mechanism.record_level()
+    premise = None
+    if record_level is not None and audited is not None:
+        _, _, record_eps, record_delta = measure(record_level, (premise_pilot_rng, premise_rng))
+        premise = _premise(audited, record_level.sound(setting, at_eps), record_eps, record_delta)
     law = mechanism.law(pair)
     exact = None
     if law is not None:
@@ -540,5 +539,23 @@ def audit(name: str, params: dict[str, Any] | None = None, *, adjacency: str = "
         releases=releases, samples=samples, confidence=confidence, delta=delta, seed=seed, eps_bound=eps_bound,
         delta_bound=delta_bound, pair=pair, candidates=table, claim=audited, exact=exact,
         sound=mechanism.sound(setting, at_eps), verdict=judge(audited, mechanism.title, pair, eps_bound, delta_bound),
-        primary=mechanism.primary, wall_s=time.perf_counter() - start,
+        primary=mechanism.primary, wall_s=time.perf_counter() - start, premise=premise,
     )
+
+
+def _premise(audited: MechanismClaim, sound: Sound, eps_bound: Bound, delta_bound: Bound) -> dict[str, Any]:
+    """The record-level measurement of a claim whose relation the code does not enforce for records:
+    the same audit with one record replaced, as a "premise not enforced" finding (never a verdict on
+    the claim, whose relation it is not)."""
+    neighbours = audited.claim.neighbours
+    factor = neighbours.record_factor if neighbours is not None else None
+    exceeds = delta_bound.value > audited.delta or (audited.eps is not None and eps_bound.value > audited.eps)
+    premise = f" ({neighbours.premise})" if neighbours is not None and neighbours.premise else ""
+    text = (f"at the record level (one record replaced, which the code's clipping lets move the release "
+            f"{factor:g}× as far as the claim's relation{premise} allows), ε_LB = {eps_bound.value:.4g} at δ = {eps_bound.at:.4g} "
+            f"({eps_bound.confidence:.0%} confidence)" + (
+                f" exceeds the stated ε = {audited.eps:.4g}: the premise is not enforced" if exceeds else
+                f", not above the stated ε = {audited.eps:.4g}")
+            + (f"; the record-level sound ε is {sound.eps:.4g}" if sound.eps is not None else ""))
+    return {"kind": "premise not enforced", "text": text, "factor": factor, "eps_lb": eps_bound.value,
+            "delta_lb": delta_bound.value, "delta_lb_eps": delta_bound.at, "eps_sound": sound.eps, "exceeds": exceeds}

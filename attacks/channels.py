@@ -38,6 +38,7 @@ from torch import Tensor
 from attacks.extract import EXTRACTORS, Extractor, dpdl_cross_gradient, dpdl_self_gradient
 from defenses.ternary import schedule as ternary_schedule
 from defenses.tvss import Schedule
+from privaudit.accounting import Unit
 from privaudit.topology import Topology
 from privaudit.wire import PublicKnowledge, Tap, Transcript
 
@@ -105,6 +106,8 @@ class Channel(ABC):
     defense: ClassVar[str]
     scenarios: ClassVar[tuple[str, ...]]
     adjacency: ClassVar[Adjacency]
+    unit: ClassVar[Unit] = "record"
+    """What the canary pair changes: one record, or (for a gradient-level claim) one sample's gradient."""
     coordinate: ClassVar[bool] = False
     """Whether the gradient canary lies along one coordinate (an ℓ1 mechanism's worst direction)."""
     pair: ClassVar[str] = ""
@@ -310,6 +313,7 @@ class _TVSSChannel(Channel):
     (Laplace noise is per coordinate, so one coordinate is the worst direction), replace-one."""
 
     adjacency = "replace-one"
+    unit = "gradient"
     coordinate = True
     pair = "one of the victim's records replaced by the canary (+C/2 along one coordinate) or the anti-canary (−C/2)"
 

@@ -78,7 +78,8 @@ from pydantic import Field, model_validator
 from torch import Tensor
 
 from defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import WITHOUT_REPLACEMENT_METHOD, Claim, without_replacement_epsilon
+from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, AssumedConstant, Claim, Neighbours,
+                                  without_replacement_epsilon)
 from privaudit.grads import clip_l2, per_sample_grads_agents
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
@@ -156,6 +157,19 @@ class Theorem1:
 
     def _scale(self) -> float:
         return self.c2 * self.q * math.sqrt(self.rounds * math.log(1 / self.delta))
+
+
+def lemma1_violations(q: float, sigma: float) -> list[str]:
+    """The conditions of Lemma 1 (seed 000, Appendix: the moments bound Theorem 1's proof uses)
+    that the run breaks: each record sampled with probability q < 1/(32σ), and σ ≥ c > 1 for a
+    sensitivity c; σ is the noise multiplier (noise σC against sensitivity C)."""
+    broken = []
+    if q >= 1 / (32 * sigma):
+        broken.append(f"Lemma 1, which the proof of Theorem 1 uses, needs q < 1/(32σ) = {1 / (32 * sigma):.3g}; "
+                      f"the run has q = {q:.4g} at σ = {sigma:.4g}")
+    if sigma <= 1:
+        broken.append(f"Lemma 1, which the proof of Theorem 1 uses, needs σ > 1; the run has σ = {sigma:.4g}")
+    return broken
 
 
 @register
@@ -295,12 +309,15 @@ class DPDL(Defense):
         outside = "" if claimed <= limit else (
             f" — OUTSIDE the theorem's range (ε = {claimed:.4g} > c₁q²T = {limit:.4g}): Theorem 1 claims "
             "nothing for this σ")
-        out_of_range = () if claimed <= limit else ((
-            "outside its theorem's range",
+        out_of_range = [] if claimed <= limit else [(
+            OUTSIDE_RANGE,
             f"Theorem 1 holds only for ε ≤ c₁q²T = {limit:.4g}; the recomputed ε = {claimed:.4g} lies outside it, "
-            "so the theorem claims nothing for this σ"),)
+            "so the theorem claims nothing for this σ")]
+        out_of_range += [(OUTSIDE_RANGE, text) for text in lemma1_violations(theorem.q, self.sigma)]
         return Claim(
-            findings=out_of_range,
+            findings=tuple(out_of_range),
+            neighbours=Neighbours("replace-one", "record", "Def. 3: one record of an agent's local dataset replaced"),
+            constants=self._constants(),
             defense=self.name,
             notion="(ε, δ)-DP",
             adjacency="one record of an agent's local dataset replaced (Def. 3; Lemma 1's proof)",
@@ -331,6 +348,14 @@ class DPDL(Defense):
             "no DP noise: the cross-gradients are clipped batch gradients and the momenta carry the clipped "
             "self-gradient in the clear, so no ε bound exists",
         )
+
+    def _constants(self) -> tuple[AssumedConstant, ...]:
+        """The constants eq. 23 needs and the paper never gives: ε is proportional to c₂; it grows
+        with h (h = 1 is its smallest claim); c₁ enters only the range ε ≤ c₁q²T."""
+        p = self.params
+        return (AssumedConstant("c₂", p.c2, 1.0, "eq. 23's ε is proportional to c₂"),
+                AssumedConstant("h", p.h, None, "eq. 23's ε grows with h ≥ 1; h = 1 gives its smallest ε"),
+                AssumedConstant("c₁", p.c1, None, "only in the range condition ε ≤ c₁q²T"))
 
     def _assumptions(self, theorem: Theorem1) -> tuple[str, ...]:
         p, smallest = self.params, int(self.setup.local.sizes.min())

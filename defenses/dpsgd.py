@@ -22,7 +22,7 @@ from pydantic import Field
 from torch import Tensor
 
 from defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import Claim, epsilon, subsampled_gaussian
+from privaudit.accounting import Claim, Neighbours, epsilon, subsampled_gaussian
 from privaudit.grads import batch_grads, clip_l2, masked_sums
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
@@ -104,6 +104,7 @@ class DPDPSGD(DPSGD):
             defense=self.name,
             notion="(ε, δ)-DP",
             adjacency="add/remove one record of an agent's local dataset",
+            neighbours=Neighbours("add/remove", "record", "one record of an agent's local dataset added or removed"),
             eps_claimed=epsilon(event, p.delta, "rdp"),
             eps_stated=None,
             eps_sound=epsilon(event, p.delta, "pld"),

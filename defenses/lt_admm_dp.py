@@ -79,7 +79,8 @@ from pydantic import Field
 from torch import Tensor
 
 from defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import WITHOUT_REPLACEMENT_METHOD, Claim, without_replacement_epsilon
+from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, Claim, Neighbours,
+                                  without_replacement_epsilon)
 from privaudit.grads import batch_grads, smooth_clip
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
@@ -110,6 +111,28 @@ def theorem2_epsilon(rounds: int, tau: int, zeta: float, batch_size: int, sigma_
     steps = rounds * tau
     ratio = zeta * batch_size / (sigma_e * samples)
     return 2 * steps * ratio**2 + 2 * ratio * math.sqrt(2 * steps * math.log(1 / delta))
+
+
+def theorem2_order(rounds: int, tau: int, zeta: float, batch_size: int, sigma_e: float, samples: int,
+                   delta: float) -> float:
+    """The Rényi order at which eq. 9 is the RDP-to-DP conversion: ε(α) = Kτρα + log(1/δ)/(α − 1)
+    with ρ = 2ζ²|B|²/(σ_e² m_i²) per step is smallest at α = 1 + √(log(1/δ)/(Kτρ)), and eq. 9 is
+    that minimum (Kτρ + 2√(Kτρ log(1/δ)))."""
+    per_step = 2 * (zeta * batch_size / (sigma_e * samples)) ** 2
+    return 1 + math.sqrt(math.log(1 / delta) / (rounds * tau * per_step))
+
+
+def theorem2_range(rounds: int, tau: int, zeta: float, batch_size: int, sigma_e: float, samples: int,
+                   delta: float) -> list[str]:
+    """Theorem 2's range, where the run leaves it: its per-step RDP (proof, step (i), via the
+    subsampling bound of its [25], Appendix C.7) holds for 1 < α ≪ σ_e² m_i/|B| only, and eq. 9 uses
+    it at `theorem2_order`. Checked as α < σ_e² m_i/|B| (the paper's "≪" asks for more)."""
+    order = theorem2_order(rounds, tau, zeta, batch_size, sigma_e, samples, delta)
+    limit = sigma_e ** 2 * samples / batch_size
+    if order < limit:
+        return []
+    return [f"eq. 9 evaluates the per-step RDP bound at order α = {order:.4g}, but Theorem 2's proof has it only "
+            f"for 1 < α ≪ σ_e² m_i/|B| = {limit:.4g}"]
 
 
 @register
@@ -198,7 +221,11 @@ class LTADMMDP(Defense):
         samples = int(self.setup.local.sizes.min())
         steps = rounds * p.tau
         noise_multiplier = p.sigma_e / (2 * p.zeta)
+        outside = theorem2_range(rounds, p.tau, p.zeta, p.batch_size, p.sigma_e, samples, p.delta)
         return Claim(
+            findings=tuple((OUTSIDE_RANGE, text) for text in outside),
+            neighbours=Neighbours("replace-one", "record", "seed 002 Definition 1: one datapoint of agent i's "
+                                  "local dataset replaced"),
             defense=self.name,
             notion="(ε, δ)-DP",
             adjacency="one datapoint of agent i's local dataset (seed 002 §II-C, Definition 1; "

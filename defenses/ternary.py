@@ -45,7 +45,7 @@ from pydantic import Field
 from torch import Tensor
 
 from defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import Claim
+from privaudit.accounting import Claim, Neighbours
 from privaudit.grads import batch_grads
 from privaudit.quantizers import TernaryQuantizerDpEvent, outside, ternary, worst_case_delta
 from privaudit.setup import Setup
@@ -183,6 +183,8 @@ class Ternary(Defense):
             defense=self.name,
             notion="(0, δ)-DP",
             adjacency="quantizer inputs (one agent's state x_i^k) with ‖x − y‖₁ ≤ 1, per iteration",
+            neighbours=Neighbours("replace-one", "state", "Theorem 3: two quantizer inputs with ‖x − y‖₁ ≤ 1",
+                                  None),
             eps_claimed=0.0,
             eps_stated=None,
             eps_sound=None,

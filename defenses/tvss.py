@@ -55,17 +55,21 @@ numbers live) are given in the statements.
   ≈ 0.493 (0.488 when also truncated at k = 10⁷); the literal partial sums reach the stated
   values at k = 87 and k = 2061 — no single horizon gives both. Shown in each claim's statements.
 
-Sound accounting. Adjacency: **replace one record of agent i's local dataset** (the paper's
-"differ in exactly one data sample l₀, l₀′"; batch sizes are a public schedule). Each release is
+Sound accounting, at two relations. The claim's own (`eps_sound`): **Definition 1**, one sample
+whose gradient changes by at most C in ℓ1, the relation an audit of the claim tests. And **one
+record replaced** (the paper's "differ in exactly one data sample l₀, l₀′"; batch sizes are a
+public schedule): ℓ1 clipping to C lets a replaced record change its gradient by 2C, so the code
+does not enforce Definition 1's premise for records and every sensitivity taken at a common
+point doubles (`RECORD_FACTOR`); the claim reports that as a "premise not enforced" finding with
+the record-level sound ε, not as a breach of the theorem. Each release is
 a Laplace mechanism given everything released before (adaptive composition; the batch draws are
 independent of the data and are coupled between the two datasets), so ε = Σ_k Δ_k^sound/σ_k
 (`pure_epsilon`; δ = 0). No amplification by sampling is used (sound, possibly loose early on).
 
 * Alg. 2: the release at iteration k is g_i^k + n_{i,k} (x_{i,k+1} reveals it given the public
   states; every state is post-processing). Given the history, x_{i,k} is public, so only the
-  replaced record's clipped gradient changes: Δ_k = 2C/min(γ_k, |D_i|) — twice the paper's C/γ_k
-  (the paper's C/γ_k holds only for pairs whose gradients differ by ≤ C, which ℓ1-clipping to C
-  does not make of every replacement). Counted for k = 0..T−1 (the last one reaches only the
+  replaced record's clipped gradient changes: Δ_k = 2C/min(γ_k, |D_i|) for a record, C/min(γ_k, |D_i|)
+  under Definition 1 (the paper's C/γ_k). Counted for k = 0..T−1 (the last one reaches only the
   final states, counted as released, as DP-D-PSGD does).
 * Alg. 1: the release is y_{i,k} = x_{i,k} + n_{i,k}, and x_{i,k} depends on every past gradient.
   Given the released noisy states (including i's own, which it mixes), the two datasets' states
@@ -73,8 +77,9 @@ independent of the data and are coupled between the two datasets), so ε = Σ_k 
   gradient difference by C/γ_k as if both were taken at the same point; that holds at k = 0 only.
   Afterwards x_{i,k} ≠ x'_{i,k} and every sample's clipped gradient may differ; with no public
   Lipschitz bound (the estimation problem's regressors are unbounded) the only data-independent
-  bound is ‖ḡ − ḡ'‖₁ ≤ 2C (each clipped mean has ℓ1 norm ≤ C). Hence the sound sensitivity
-  δ_k with inputs 2Cα₀/min(γ₀, |D_i|), then 2Cα_l: the paper's Δ_k is not the sensitivity of the
+  bound is ‖ḡ − ḡ'‖₁ ≤ 2C (each clipped mean has ℓ1 norm ≤ C), under either relation. Hence the
+  sound sensitivity δ_k with inputs Cα₀/min(γ₀, |D_i|) (2Cα₀/min(γ₀, |D_i|) for a record), then
+  2Cα_l: even under Definition 1 the paper's Δ_k is not the sensitivity of the
   released sequence. It grows like 2C α_k/β_k, so for the worked example the sound ε diverges
   over an infinite horizon. The broadcasts y_{i,0..T−1} are covered; the final clean states are
   not (publishing them would void any bound).
@@ -99,7 +104,7 @@ from pydantic import Field, model_validator
 from torch import Tensor
 
 from defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import Claim, pure_epsilon
+from privaudit.accounting import Claim, Neighbours, pure_epsilon
 from privaudit.grads import clip_l1, per_sample_grads_agents
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
@@ -352,50 +357,63 @@ def gradient_claim(schedule: Schedule, clip: float, rounds: int | None, cap: int
     return Budget(partial + _series_tail(schedule, envelope, last), partial, last)
 
 
-def output_sound_sensitivities(schedule: Schedule, clip: float, last: int, cap: int) -> np.ndarray:
+DEFINITION_1 = 1.0
+"""The claim's own relation (Definition 1): one sample's gradient changes by at most C in ℓ1."""
+RECORD_FACTOR = 2.0
+"""How far one record replaced moves a clipped mean at a common point beyond Definition 1's
+premise: two per-sample gradients clipped to ℓ1 norm C differ by up to 2C, the premise allows C."""
+
+
+def output_sound_sensitivities(schedule: Schedule, clip: float, last: int, cap: int,
+                               factor: float = RECORD_FACTOR) -> np.ndarray:
     """δ_0..δ_last, the ℓ1 sensitivity of Algorithm 1's release x_{i,k} given all released noisy
-    states, under replace-one: δ_{k+1} = (1−β_k) δ_k + c_k with c_0 = 2Cα₀/min(γ₀, |D_i|) (same
-    point, one replaced sample) and c_k = 2Cα_k for k ≥ 1 (different points: any two clipped means
-    differ by at most 2C in ℓ1)."""
+    states: δ_{k+1} = (1−β_k) δ_k + c_k with c_0 = factor·Cα₀/min(γ₀, |D_i|) (same point, one
+    sample's gradient changed by at most factor·C: 2 for a replaced record under ℓ1 clipping to C,
+    1 under Definition 1) and c_k = 2Cα_k for k ≥ 1 (different points: any two clipped means
+    differ by at most 2C in ℓ1, whichever relation)."""
     k = np.arange(last)
     inputs = 2.0 * clip * schedule.step(k)
     if last:
-        inputs[0] /= float(schedule.batch(0, cap))
+        inputs[0] *= factor / 2.0 / float(schedule.batch(0, cap))
     return _recursion(1.0 - schedule.weight(k), inputs)
 
 
 @functools.cache
 def output_sound(schedule: Schedule, clip: float, rounds: int | None, cap: int, *,
-                 tail_from: int = TAIL_FROM) -> Budget:
+                 factor: float = RECORD_FACTOR, tail_from: int = TAIL_FROM) -> Budget:
     """Sound ε of Algorithm 1: Σ_{k≥1} δ_k/σ_k over the broadcasts of a run (k < `rounds`) or over
-    all of them (`rounds` None; the tail envelope has q = α, c = 2Ca₁)."""
+    all of them (`rounds` None; the tail envelope has q = α, c = 2Ca₁); `factor` as in
+    `output_sound_sensitivities`."""
     if rounds is not None:
-        sensitivities = output_sound_sensitivities(schedule, clip, max(rounds - 1, 0), cap)
+        sensitivities = output_sound_sensitivities(schedule, clip, max(rounds - 1, 0), cap, factor)
         total = float(np.sum(sensitivities[1:] / schedule.scale(np.arange(1, len(sensitivities)))))
         return Budget(total, total, rounds - 1)
     envelope = Envelope(2.0 * clip * schedule.a1, schedule.alpha)
     last = _tail_start(schedule, envelope.exponent, tail_from)
-    sensitivities = output_sound_sensitivities(schedule, clip, last, cap)
+    sensitivities = output_sound_sensitivities(schedule, clip, last, cap, factor)
     partial = float(np.sum(sensitivities[1:] / schedule.scale(np.arange(1, last + 1))))
     return Budget(partial + _recursion_tail(schedule, envelope, last, float(sensitivities[last])), partial, last)
 
 
-def gradient_sound_sensitivities(schedule: Schedule, clip: float, rounds: int, cap: int) -> np.ndarray:
-    """2C/min(γ_k, |D_i|) for k = 0..rounds−1: the replace-one ℓ1 sensitivity of each noisy gradient."""
-    return 2.0 * clip / schedule.batch(np.arange(rounds), cap)
+def gradient_sound_sensitivities(schedule: Schedule, clip: float, rounds: int, cap: int,
+                                 factor: float = RECORD_FACTOR) -> np.ndarray:
+    """factor·C/min(γ_k, |D_i|) for k = 0..rounds−1: the ℓ1 sensitivity of each noisy gradient at the
+    public point x_{i,k}, one sample's gradient changed by at most factor·C (2 for a replaced record
+    under ℓ1 clipping to C, 1 under Definition 1)."""
+    return factor * clip / schedule.batch(np.arange(rounds), cap)
 
 
 @functools.cache
 def gradient_sound(schedule: Schedule, clip: float, rounds: int | None, cap: int, *,
-                   tail_from: int = TAIL_FROM) -> Budget:
-    """Sound ε of Algorithm 2: Σ_{k≥0} 2C/(min(γ_k, |D_i|) σ_k), over a run's T noisy gradients or
-    over all of them (the capped terms decay like σ_k⁻¹ only: finite iff η > 1)."""
+                   factor: float = RECORD_FACTOR, tail_from: int = TAIL_FROM) -> Budget:
+    """Sound ε of Algorithm 2: Σ_{k≥0} factor·C/(min(γ_k, |D_i|) σ_k), over a run's T noisy gradients
+    or over all of them (the capped terms decay like σ_k⁻¹ only: finite iff η > 1)."""
     last = (rounds - 1) if rounds is not None else tail_from
     k = np.arange(last + 1)
-    partial = float(np.sum(gradient_sound_sensitivities(schedule, clip, last + 1, cap) / schedule.scale(k)))
+    partial = float(np.sum(gradient_sound_sensitivities(schedule, clip, last + 1, cap, factor) / schedule.scale(k)))
     if rounds is not None:
         return Budget(partial, partial, last)
-    envelope = _gamma_envelope(schedule, 2.0 * clip, cap, last, "ceil", with_step=False)
+    envelope = _gamma_envelope(schedule, factor * clip, cap, last, "ceil", with_step=False)
     return Budget(partial + _series_tail(schedule, envelope, last), partial, last)
 
 
@@ -488,20 +506,22 @@ class _TimeVaryingSamples(Defense):
         """The claim's summands Δ_k/σ_k for k = 1..last, uncapped schedule."""
 
     @abstractmethod
-    def sound(self, rounds: int | None) -> Budget:
-        """The sound ε over `rounds` (None: infinite)."""
+    def sound(self, rounds: int | None, factor: float = DEFINITION_1) -> Budget:
+        """The sound ε over `rounds` (None: infinite), at Definition 1 (`factor` 1) or for a replaced
+        record (`RECORD_FACTOR`)."""
 
     @abstractmethod
     def condition(self) -> tuple[str, bool]:
         """The paper's condition for a finite ε over infinitely many iterations, and whether it holds."""
 
     @abstractmethod
-    def releases(self, rounds: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ℓ1 sensitivities, Laplace scales) of every data-dependent release of a `rounds` run."""
+    def releases(self, rounds: int, factor: float = DEFINITION_1) -> tuple[np.ndarray, np.ndarray]:
+        """(ℓ1 sensitivities, Laplace scales) of every data-dependent release of a `rounds` run, at
+        Definition 1 (`factor` 1) or for a replaced record (`RECORD_FACTOR`)."""
 
     def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
         """One Laplace event per data-dependent release, noise multiplier σ_k/Δ_k with Δ_k the ℓ1
-        sensitivity. Its pure ε (Σ Δ_k/σ_k) is exact for the d-dimensional release; an (ε, δ)
+        sensitivity under the claim's relation (Definition 1). Its pure ε (Σ Δ_k/σ_k) is exact for the d-dimensional release; an (ε, δ)
         accountant would read each event as one-dimensional, which we have not shown to dominate
         the d-dimensional Laplace — the sound ε is `pure_epsilon`."""
         sensitivities, scales = self.releases(rounds)
@@ -530,7 +550,11 @@ class _TimeVaryingSamples(Defense):
         p = self.params
         infinite = p.horizon == "infinite"
         claimed = self.claimed(None if infinite else rounds, self.cap)
-        sound = self.sound(None) if infinite else None
+
+        def sound_at(factor: float) -> float:
+            return self.sound(None, factor).value if infinite else pure_epsilon(*self.releases(rounds, factor))
+
+        sound, record_level = sound_at(DEFINITION_1), sound_at(RECORD_FACTOR)
         capped_from = self.schedule.capped_from(self.cap)
         assumptions = (
             f"per-sample gradients clipped to ℓ1 norm C = {p.clip} (the paper assumes the bound; we enforce it)",
@@ -557,13 +581,20 @@ class _TimeVaryingSamples(Defense):
                        "whose gradients differ by at most C in ℓ1"),
             eps_claimed=claimed.value,
             eps_stated=self.example.stated if self.example.matches(p) else None,
-            eps_sound=sound.value if infinite else pure_epsilon(*self.releases(rounds)),
+            eps_sound=sound,
             delta=0.0,
             horizon="infinite" if infinite else rounds,
             equation=self.equation,
             sound_method=self.release,
             assumptions=assumptions,
             statements=tuple(statements),
+            neighbours=Neighbours("replace-one", "gradient", "Definition 1: the two data sets' sampled gradients "
+                                  "differ in one sample, by at most C in ℓ1", RECORD_FACTOR),
+            findings=(("premise not enforced",
+                       f"Definition 1 assumes one sample changes agent i's gradient by at most C = {p.clip:g} in ℓ1; "
+                       f"per-record ℓ1 clipping to C lets a replaced record change it by 2C, so at the record level "
+                       f"every sensitivity at a common point doubles (factor {RECORD_FACTOR:g}): the sound ε is "
+                       f"{record_level:.4g} for records against {sound:.4g} under Definition 1"),),
         )
 
 
@@ -608,8 +639,8 @@ class OutputPerturbation(_TimeVaryingSamples):
         sensitivities = lemma1_sensitivities(self.schedule, self.params.clip, last)
         return sensitivities[1:] / self.schedule.scale(np.arange(1, last + 1))
 
-    def sound(self, rounds: int | None) -> Budget:
-        return output_sound(self.schedule, self.params.clip, rounds, self.cap)
+    def sound(self, rounds: int | None, factor: float = DEFINITION_1) -> Budget:
+        return output_sound(self.schedule, self.params.clip, rounds, self.cap, factor=factor)
 
     def condition(self) -> tuple[str, bool]:
         p = self.params
@@ -620,8 +651,9 @@ class OutputPerturbation(_TimeVaryingSamples):
             return f"α+γ+η = {p.alpha + p.gamma + p.eta:.4g} > 2 (condition i)", p.alpha + p.gamma + p.eta > 2
         return f"a₁+η = {p.a1 + p.eta:.4g} > 1 (condition ii)", p.a1 + p.eta > 1
 
-    def releases(self, rounds: int) -> tuple[np.ndarray, np.ndarray]:
-        sensitivities = output_sound_sensitivities(self.schedule, self.params.clip, max(rounds - 1, 0), self.cap)
+    def releases(self, rounds: int, factor: float = DEFINITION_1) -> tuple[np.ndarray, np.ndarray]:
+        sensitivities = output_sound_sensitivities(self.schedule, self.params.clip, max(rounds - 1, 0), self.cap,
+                                                   factor)
         return sensitivities[1:], self.schedule.scale(np.arange(1, len(sensitivities)))
 
 
@@ -664,13 +696,13 @@ class GradientPerturbation(_TimeVaryingSamples):
         k = np.arange(1, last + 1)
         return self.params.clip / (self.schedule.batch(k) * self.schedule.scale(k))
 
-    def sound(self, rounds: int | None) -> Budget:
-        return gradient_sound(self.schedule, self.params.clip, rounds, self.cap)
+    def sound(self, rounds: int | None, factor: float = DEFINITION_1) -> Budget:
+        return gradient_sound(self.schedule, self.params.clip, rounds, self.cap, factor=factor)
 
     def condition(self) -> tuple[str, bool]:
         value = self.params.eta + self.params.gamma
         return f"η+γ = {value:.4g} > 1", value > 1
 
-    def releases(self, rounds: int) -> tuple[np.ndarray, np.ndarray]:
-        return (gradient_sound_sensitivities(self.schedule, self.params.clip, rounds, self.cap),
+    def releases(self, rounds: int, factor: float = DEFINITION_1) -> tuple[np.ndarray, np.ndarray]:
+        return (gradient_sound_sensitivities(self.schedule, self.params.clip, rounds, self.cap, factor),
                 self.schedule.scale(np.arange(rounds)))

@@ -40,8 +40,60 @@ _RELATIONS = {
 }
 
 
-FINDING_KINDS = ("premise violated", "outside its theorem's range", "no sound bound", "vacuous claim")
-"""Analytic findings about a claim, which need no attack: it does not apply to the run, or says nothing."""
+FINDING_KINDS = ("premise violated", "premise not enforced", "outside its theorem's range", "no sound bound",
+                 "vacuous claim")
+"""Analytic findings about a claim, which need no attack: it does not apply to the run (its premise
+failed, or the code does not enforce it for records), or says nothing."""
+
+OUTSIDE_RANGE = "outside its theorem's range"
+"""The finding that makes a claim unrefutable in a run: the theorem (or a lemma its proof uses)
+does not cover the run's parameters, so no audit of the run can contradict it."""
+
+Unit = Literal["record", "gradient", "state"]
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The neighbouring relation a claim is stated for, which an audit of the claim must test.
+
+    `unit` is what differs between the two neighbouring inputs: one record of the agent's data,
+    the agent's gradients at one iteration (a premise on them, such as Wang & Zhang's Definition 1:
+    they differ by at most C), or the mechanism's input state (Wang & Başar's Theorem 3). `change`
+    is add/remove or replace-one. `premise` says the relation in the paper's words.
+    `record_factor` is how far one record replaced can move a release beyond what the relation
+    allows, under the code's own clipping: 1 at the record level, 2 for "gradients differ by ≤ C"
+    under per-record clipping to norm C (the code does not enforce the premise for records, and
+    the record-level guarantee is that factor weaker), None where no record-level bound exists
+    (an unclipped gradient moves a state without bound)."""
+
+    change: Literal["add/remove", "replace-one"]
+    unit: Unit = "record"
+    premise: str = ""
+    record_factor: float | None = 1.0
+
+    @property
+    def enforced(self) -> bool:
+        """Whether every pair of records the code can see stays within the claim's relation."""
+        return self.record_factor == 1.0
+
+    def words(self) -> str:
+        """The relation in one phrase, for rows and reports."""
+        what = {"record": "one record", "gradient": "one sample's gradient", "state": "the input state"}[self.unit]
+        return f"{self.change}, {what}" + (f" ({self.premise})" if self.premise else "")
+
+
+@dataclass(frozen=True)
+class AssumedConstant:
+    """A constant a claim needs and the paper never gives, with the value assumed to evaluate it.
+
+    `power`: the claimed ε is proportional to value**power when the other constants are held, so
+    a verdict resting on it can say for which values it holds (`attacks.verdict`); None where the
+    claim moves with it in no such way, and `effect` says how it does in words."""
+
+    name: str
+    assumed: float
+    power: float | None
+    effect: str
 
 
 @dataclass(frozen=True)
@@ -57,7 +109,10 @@ class Claim:
     a growth rate over the horizon), each to be audited on its own. `findings` are what the
     defense itself found wrong with the claim in this run, as (kind, sentence) with a kind of
     `FINDING_KINDS` (its premise failed, it lies outside its theorem's range); `analytic` adds
-    those that follow from the numbers alone (no sound bound, a vacuous claim).
+    those that follow from the numbers alone (no sound bound, a vacuous claim). `neighbours` is
+    the claim's own neighbouring relation (what an audit of it must test, and `eps_sound` is
+    computed for), `constants` the constants assumed to evaluate it, which every verdict built
+    on it carries.
     """
 
     defense: str
@@ -74,6 +129,8 @@ class Claim:
     delta_sound: float | None = None
     statements: tuple[str, ...] = field(default_factory=tuple)
     findings: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    neighbours: Neighbours | None = None
+    constants: tuple[AssumedConstant, ...] = field(default_factory=tuple)
 
     @classmethod
     def no_privacy(cls, defense: str, horizon: int | str | None, equation: str, reason: str) -> Claim:
@@ -100,7 +157,12 @@ class Claim:
         record["assumptions"] = list(self.assumptions)
         record["statements"] = list(self.statements)
         record["findings"] = [{"kind": kind, "text": text} for kind, text in self.analytic()]
+        record["constants"] = [asdict(constant) for constant in self.constants]
         return record
+
+    def outside(self) -> list[str]:
+        """The sentences saying the claim lies outside its theorem's range in this run."""
+        return [text for kind, text in self.findings if kind == OUTSIDE_RANGE]
 
 
 def epsilon(event: dp_accounting.DpEvent, delta: float, accountant: Accountant = "pld",

@@ -213,7 +213,7 @@ def audit_curve(points: list[tuple[float, float]], references: dict[str, float],
 
 VERDICT_COLOURS = {
     "refuted": "#cf222e", "no privacy": "#cf222e", "failed": "#cf222e", "understated": "#bc4c00",
-    "consistent": "#1a7f37", "inconclusive": "#6e7781", "not evaluable": "#6e7781", "not audited": "#6e7781",
+    "conditionally refuted": "#e16f24", "outside range": "#6639ba", "consistent": "#1a7f37", "inconclusive": "#6e7781", "not evaluable": "#6e7781", "not audited": "#6e7781",
 }
 """Each verdict's colour, the same as its badge on the page (`reports/templates/report.html`)."""
 

@@ -5,7 +5,12 @@ plain words.
 
 Statuses, from the worst finding down, each claimed only as far as the rows show it:
 
-- **refuted**: an audit's verdict is "refuted" (its lower bound exceeds the claim);
+- **refuted**: an audit's verdict is "refuted" (its lower bound exceeds a claim that rests on no
+  assumed constant, at the claim's own neighbouring relation, inside the theorem's range);
+- **conditionally refuted**: the bound exceeds a claim evaluated with constants the paper never
+  gives, for the range of each constant the verdict states (`attacks.verdict`);
+- **outside range**: the claim lies outside its theorem's range in the run (a condition of the
+  theorem or of a lemma its proof uses fails), so no audit can refute it;
 - **understated**: the claim's ε (or δ) is below the sound accountant's for the mechanism the code
   runs — an accounting finding, not an attack;
 - **no privacy**: the defense claims none; the strongest leakage the attacks found is quoted from
@@ -41,7 +46,10 @@ from reports.membership import strongest_memberships
 
 MEANINGS = {
     "refuted": "an empirical lower bound exceeds the claim",
+    "conditionally refuted": "an empirical lower bound exceeds the claim for the stated range of constants the "
+                             "paper never gives",
     "understated": "the claim is below the sound accountant",
+    "outside range": "the claim lies outside its theorem's range; no audit can refute it",
     "no privacy": "no privacy claimed",
     "consistent": "audited with the power to refute; no audit refutes the claim",
     "inconclusive": "audited; no evidence at this strength either way",
@@ -123,28 +131,60 @@ class _Evidence:
         best = self.best()
         return "—" if best is None else tightness_text(best)
 
+    def conditions(self) -> list[str]:
+        """The constants' ranges the strongest refutation (or outside-range verdict) rests on."""
+        for status in ("refuted", "conditionally refuted", "outside range"):
+            rows = self.by_status.get(status, [])
+            if rows:
+                best = self.best(rows) or rows[0]
+                return [str(c) for c in (best.get("verdict") or {}).get("conditions") or []]
+        return []
+
+
+def _seeds(rows: list[dict[str, Any]]) -> str:
+    """How many seeds the rows come from, in words: a verdict resting on one seed's bound says so."""
+    count = len({row.get("seed") for row in rows})
+    return "one seed" if count == 1 else f"{count} seeds"
+
+
+def _refuting(evidence: _Evidence, status: str, opening: str) -> tuple[str, str] | None:
+    """(status, sentence) when some audit's verdict is `status` (a refutation, conditional or
+    not): the strongest one's reason, how many audits and seeds it rests on, and — when other
+    audits did not refute — the chance that one of them refutes a true claim (union bound)."""
+    refuting = evidence.by_status.get(status, [])
+    if not refuting:
+        return None
+    strongest = evidence.best(refuting) or refuting[0]
+    share = (f"{len(refuting)} of {len(evidence.ok)} audits" if len(evidence.ok) > 1 else "its audit") + \
+        f" ({_seeds(evidence.ok)} run)"
+    sentence = f"{opening} by {share}: {(strongest.get('verdict') or {}).get('reason') or 'no reason stored'}"
+    levels = [_finite(row.get("confidence")) for row in evidence.ok]
+    if len(refuting) < len(evidence.ok) and None not in levels:
+        chance = sum(1 - level for level in levels)
+        sentence += (f". With {len(evidence.ok)} audits, the chance that one refutes a true claim is at most "
+                     f"{100 * min(chance, 1):.3g} % (union bound)")
+    return status, sentence
+
 
 def _audit_status(evidence: _Evidence) -> tuple[str, str] | None:
     """(status, sentence) the audits alone give, or None when no audit ended with a bound."""
-    refuting = evidence.by_status.get("refuted", [])
-    if refuting:
-        strongest = evidence.best(refuting) or refuting[0]
-        share = f"{len(refuting)} of {len(evidence.ok)} audits" if len(evidence.ok) > 1 else "its audit"
-        sentence = f"Refuted by {share}: {(strongest.get('verdict') or {}).get('reason') or 'no reason stored'}"
-        levels = [_finite(row.get("confidence")) for row in evidence.ok]
-        if len(refuting) < len(evidence.ok) and None not in levels:
-            chance = sum(1 - level for level in levels)
-            sentence += (f". With {len(evidence.ok)} audits, the chance that one refutes a true claim is at most "
-                         f"{100 * min(chance, 1):.3g} % (union bound)")
-        return "refuted", sentence
+    refuted = _refuting(evidence, "refuted", "Refuted") or \
+        _refuting(evidence, "conditionally refuted", "Refuted only for constants the paper never gives,")
+    if refuted:
+        return refuted
+    outside = evidence.by_status.get("outside range", [])
+    if outside:
+        best = evidence.best(outside) or outside[0]
+        return "outside range", (f"The claim lies outside its theorem's range ({_seeds(evidence.ok)} run): "
+                                 f"{(best.get('verdict') or {}).get('reason') or 'no reason stored'}")
     consistent = [row for row in evidence.by_status.get("consistent", []) if (_bound_value(row) or 0) > 0]
     inconclusive = evidence.by_status.get("inconclusive", []) + [
         row for row in evidence.by_status.get("consistent", []) if (_bound_value(row) or 0) <= 0]
     if consistent:
         best = evidence.best(consistent) or consistent[0]
         reason = (best.get("verdict") or {}).get("reason") or f"the strongest finds {main_bound_text(best)}"
-        return "consistent", (f"No audit refutes the claim: {reason.rstrip('.')}. A lower bound can contradict "
-                              "a claim, never prove it.")
+        return "consistent", (f"No audit refutes the claim ({_seeds(evidence.ok)} run): {reason.rstrip('.')}. "
+                              "A lower bound can contradict a claim, never prove it.")
     if inconclusive:
         best = evidence.best(inconclusive) or inconclusive[0]
         reason = (best.get("verdict") or {}).get("reason") or f"the strongest finds {main_bound_text(best)}"
@@ -235,13 +275,21 @@ def _values(claimed: list[Any], stated: list[Any], sound: list[Any], best: dict[
 
 
 def _short(status: str, values: dict[str, Any], claim: dict[str, str], sound: dict[str, str],
-           bound: dict[str, str] | None) -> str:
+           bound: dict[str, str] | None, conditions: list[str] | None = None) -> str:
     """The verdict in one short sentence, numbers included; the full reasoning goes into the
     row's details."""
     found = bound["value"] if bound else "no bound"
     if status == "refuted":
         delta = "" if claim["delta"] == "—" else f", δ {claim['delta']}"
         return f"Refuted: the audit finds {found}, beyond the claim (ε {claim['recomputed']}{delta})."
+    if status == "conditionally refuted":
+        return (f"Refuted only for {'; '.join(conditions) or 'the assumed constants'}: the audit finds {found}, "
+                f"beyond the claim's ε {claim['recomputed']} at the assumed values.")
+    if status == "outside range":
+        would = (f" Were it applied anyway, the bound would exceed it for {'; '.join(conditions)}."
+                 if conditions else "")
+        return (f"Outside the theorem's range: the claim (ε {claim['recomputed']}) does not apply to this run, "
+                f"whatever the audit finds ({found}).{would}")
     if status == "understated":
         delta = f", δ {sound['delta']}" if sound.get("delta") else ""
         return f"Understated: claims ε {claim['recomputed']}; a sound accountant gives ε {sound['eps']}{delta}."
@@ -297,9 +345,9 @@ def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, re
     return {"subject": label, "kind": "defense run", "detail": str(runs[0].get("title", "")),
             "seeds": ", ".join(str(row.get("seed")) for row in runs), "claim": claim, "sound": sound,
             "bound": bound, "tightness": evidence.tightness(), "status": status, "sentence": sentence,
-            "short": _short(status, values, claim, sound, bound), "values": values,
+            "short": _short(status, values, claim, sound, bound, evidence.conditions()), "values": values,
             "assumptions": [str(a) for a in claims[0].get("assumptions") or []], "group": runs[0].get("group"),
-            "notes": notes, "findings": _findings(claims)}
+            "notes": notes, "findings": _findings(claims), "conditions": evidence.conditions()}
 
 
 def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -336,8 +384,9 @@ def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "detail": f"{first.get('label', '?')}" + (f" (for {speaks})" if speaks else ""),
             "seeds": ", ".join(str(row.get("seed")) for row in rows), "claim": claim, "sound": sound,
             "bound": bound, "tightness": evidence.tightness(), "status": status, "sentence": sentence,
-            "short": _short(status, values, claim, sound, bound), "values": values, "assumptions": [],
-            "group": None, "notes": [], "findings": []}
+            "short": _short(status, values, claim, sound, bound, evidence.conditions()), "values": values,
+            "assumptions": [], "group": None, "notes": [], "findings": _findings(evidence.ok),
+            "conditions": evidence.conditions()}
 
 
 def _link(audits: dict[str, list[dict[str, Any]]], runs: dict[str, list[dict[str, Any]]]) -> tuple[

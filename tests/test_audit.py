@@ -187,7 +187,7 @@ def test_composition_of_releases_and_the_remark_10_reading():
     ("ternary", {"r": 10}, {}, "consistent"),
     ("ternary", {"r": 10}, {"adjacency": "linf", "dim": 3}, "refuted"),
     ("laplace", {}, {"adjacency": "linf", "dim": 3}, "not evaluable"),
-    ("tvss_gradient", {}, {}, "refuted"),
+    ("tvss_gradient", {}, {}, "consistent"),
     ("onebit", {}, {}, "not evaluable"),
 ])
 def test_verdicts_follow_the_measurements(name, params, options, status):
@@ -267,3 +267,21 @@ def test_cli_audit_bad_input_is_one_line_and_exit_2(capsys, argv, expected):
     code = main(argv)
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith(expected) and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("name", ["tvss_state", "tvss_gradient"])
+def test_wang_zhang_is_audited_at_definition_1_and_its_premise_at_the_record_level(name):
+    """Issue 22: Definition 1 (gradients differ by ≤ C) is the claim's relation, where the paper's
+    sensitivity is exact: the verdict is not a refutation. One record replaced under ℓ1 clipping
+    moves the release twice as far; that is measured beside it as a premise finding."""
+    report = audit(name, {"local_size": 200}, samples=200_000)
+    assert report.verdict.status == "consistent"
+    assert report.sound.eps == pytest.approx(report.claim.eps)
+    premise = report.as_dict()["premise"]
+    assert premise["kind"] == "premise not enforced" and premise["factor"] == 2.0
+    assert premise["exceeds"] and premise["eps_lb"] > report.claim.eps
+    assert "Definition 1" in premise["text"] and "2×" in premise["text"]
+    assert premise["eps_sound"] == pytest.approx(2 * report.claim.eps)
+    record_level = audit(name, {"local_size": 200, "level": "record"}, samples=50_000)
+    assert record_level.verdict.status == "not evaluable" and "record level" in record_level.verdict.reason
+    assert record_level.premise is None

@@ -12,6 +12,14 @@ from privaudit.results import ResultsStore
 from reports.html import render_report, runs_of
 from reports.verdicts import verdict_section
 
+
+def _claim_record(**fields):
+    """A claim record with nothing assumed and no finding, or with `fields`."""
+    from privaudit.accounting import Claim
+
+    return Claim(**{"defense": "d", "notion": "(ε, δ)-DP", "adjacency": "", "eps_claimed": 2.0, "eps_stated": None,
+                    "eps_sound": None, "delta": 1e-5, "horizon": 1, "equation": "", "sound_method": "", **fields})
+
 REFUTING = "at ε = 1 the outputs force δ ≥ 0.31 (95% confidence), above the claimed δ = 1e-05"
 UNJUDGEABLE = "the paper never gives the constant c of Theorem 3; the bounds stand alone"
 
@@ -98,7 +106,7 @@ def test_each_status_follows_from_the_rows(rows):
         "D-PSGD": "no privacy", "DP-D-PSGD σ=1": "consistent", "Broken": "refuted", "Alg. 1": "understated",
         "Ternary": "understated", "DPDL": "not audited", "Ternary quantizer (seed 004)": "not evaluable",
         "Laplace": "failed"}
-    assert entries["Broken"]["sentence"] == f"Refuted by its audit: {REFUTING}"
+    assert entries["Broken"]["sentence"] == f"Refuted by its audit (one seed run): {REFUTING}"
     assert entries["Ternary quantizer (seed 004)"]["sentence"] == f"The audit cannot judge the claim: {UNJUDGEABLE}"
     assert "the sampler ran out of memory" in entries["Laplace"]["sentence"]
     assert "No sound bound either: Theorem 1's constant is unknown." in entries["DPDL"]["sentence"]
@@ -231,7 +239,7 @@ def test_one_refutation_among_several_audits_states_the_chance_of_a_false_one(ro
                           eps_lb=0.5, eps_claimed=1.0, eps_sound=1.0, tightness=0.5))
     entry = _entries(rows)["Broken"]
     assert entry["status"] == "refuted"
-    assert entry["sentence"] == (f"Refuted by 1 of 2 audits: {REFUTING}. With 2 audits, the chance that one refutes "
+    assert entry["sentence"] == (f"Refuted by 1 of 2 audits (2 seeds run): {REFUTING}. With 2 audits, the chance that one refutes "
                                  "a true claim is at most 10 % (union bound)")
     assert entry["tightness"].startswith("4 of the sound ε (above it: the sound bound itself is contradicted)")
 
@@ -252,19 +260,20 @@ def test_a_canary_audit_that_found_nothing_is_inconclusive_never_green():
     row says "inconclusive" (as rows now do) or "consistent" (as older rows did)."""
     from privaudit.campaign.audit_findings import canary_verdict
 
+    claim = _claim_record()
     record = {"eps_lb": 0.0, "eps_claimed": 2.0, "delta": 1e-5, "confidence": 0.95, "runs_per_side": 64000,
               "protocol": "model", "delta_lb": None}
-    verdict = canary_verdict(record)
+    verdict = canary_verdict(record, claim)
     assert verdict["status"] == "inconclusive" and "no evidence at this strength" in verdict["reason"]
-    assert canary_verdict(record | {"eps_lb": 1.5})["status"] == "consistent"
-    assert canary_verdict(record | {"eps_lb": 2.5})["status"] == "refuted"
-    small = canary_verdict(record | {"eps_lb": 1.5, "eps_claimed": 5.0, "runs_per_side": 200})
+    assert canary_verdict(record | {"eps_lb": 1.5}, claim)["status"] == "consistent"
+    assert canary_verdict(record | {"eps_lb": 2.5}, claim)["status"] == "refuted"
+    small = canary_verdict(record | {"eps_lb": 1.5, "eps_claimed": 5.0, "runs_per_side": 200}, claim)
     assert small["status"] == "inconclusive" and "cannot refute" in small["reason"]
     one_run = {"eps_lb": 1.7, "eps_claimed": 11.7, "delta": 1e-5, "confidence": 0.95, "delta_lb": None,
                "canaries": 100, "guesses": 40}  # all 40 guesses right certify at most ε ≈ 2.55
-    weak = canary_verdict(one_run)
+    weak = canary_verdict(one_run, claim)
     assert weak["status"] == "inconclusive" and "40 guesses among 100 canaries" in weak["reason"]
-    assert canary_verdict(one_run | {"eps_claimed": 2.0})["status"] == "consistent"
+    assert canary_verdict(one_run | {"eps_claimed": 2.0}, claim)["status"] == "consistent"
     for stored in ("inconclusive", "consistent"):
         row = {"type": "audit", "cell": "a", "kind": "mechanism", "subject": "s", "label": "l", "status": "ok",
                "eps_lb": 0.0, "delta_lb": 0.0, "confidence": 0.95, "eps_claimed": 2.0,
@@ -294,3 +303,33 @@ def test_analytic_findings_are_verdicts_of_their_own_first_on_the_page(tmp_path)
     assert kinds["DPDL ε=8"] == ["outside its theorem's range", "no sound bound"]
     page = render_report(tmp_path).read_text()
     assert page.index("badge finding") < page.index('<table class="verdicts">')
+
+
+def test_one_rule_for_assumed_constants_and_theorem_ranges():
+    """Issue 22: a bound above a claim that rests on assumed constants refutes it only for the
+    range of each constant solved from the claim's law (ε ∝ c₂: c₂ < assumed · ε_LB/ε); a claim
+    outside its theorem's range is never refuted; the canary and the mechanism audits share the rule."""
+    from attacks.verdict import decide
+    from privaudit.accounting import OUTSIDE_RANGE, AssumedConstant
+    from privaudit.campaign.audit_findings import canary_verdict
+
+    c2 = AssumedConstant("c₂", 2.0, 1.0, "ε ∝ c₂")
+    h = AssumedConstant("h", 1.0, None, "ε grows with h")
+    record = {"eps_lb": 0.4385, "eps_claimed": 0.25, "delta": 1e-5, "confidence": 0.95, "runs_per_side": 200,
+              "protocol": "model", "delta_lb": None}
+    conditional = canary_verdict(record, _claim_record(eps_claimed=0.25, constants=(c2, h)))
+    assert conditional["status"] == "conditionally refuted"
+    assert conditional["conditions"][0] == "c₂ < 3.51 (assumed 2)" and "h = 1 as assumed" in conditional["conditions"][1]
+    assert canary_verdict(record, _claim_record(eps_claimed=0.25))["status"] == "refuted"
+    outside = _claim_record(eps_claimed=0.25, constants=(c2,), findings=((OUTSIDE_RANGE, "Lemma 1 needs q < 1/(32σ)"),))
+    verdict = canary_verdict(record, outside)
+    assert verdict["status"] == "outside range" and "q < 1/(32σ)" in verdict["reason"]
+    assert "c₂ < 3.51 (assumed 2)" in verdict["reason"]
+    mechanism = decide(outside, "Thm", exceeds=True, found=True, measured="δ_LB above", ratio=0.4385 / 0.25)
+    assert mechanism.status == verdict["status"] and mechanism.conditions == tuple(verdict["conditions"])
+    row = {"type": "audit", "cell": "a", "kind": "canary", "subject": "DPDL", "label": "l", "status": "ok",
+           "eps_lb": 0.4385, "confidence": 0.95, "eps_claimed": 0.25, "seed": 0, "verdict": conditional,
+           "findings": []}
+    (entry,) = verdict_section([row], {})["entries"]
+    assert entry["status"] == "conditionally refuted" and "c₂ < 3.51 (assumed 2)" in entry["short"]
+    assert "one seed" in entry["sentence"]

@@ -119,13 +119,14 @@ def test_lemma1_is_the_printed_double_sum():
 
 
 def test_output_claim_and_sound_at_four_rounds_by_hand(defense_of):
-    """A 4-round run releases y_{i,1..3}: the claim and the sound ε sum k = 1, 2, 3."""
+    """A 4-round run releases y_{i,1..3}: the claim and the sound ε sum k = 1, 2, 3; the sound ε is at
+    the claim's relation (Definition 1: the first input Cα₀/γ₀, not a record's 2Cα₀/γ₀)."""
     C = 0.2
     alpha, beta, gamma, sigma = by_hand(EXAMPLE_1)
     d1 = C * alpha(0) / gamma(0)
     d2 = (1 - beta(1)) * d1
     d3 = (1 - beta(1)) * (1 - beta(2)) * d1 + (1 - beta(2)) * C * alpha(1) / gamma(1)
-    s1 = 2 * C * alpha(0) / gamma(0)
+    s1 = C * alpha(0) / gamma(0)
     s2 = (1 - beta(1)) * s1 + 2 * C * alpha(1)
     s3 = (1 - beta(2)) * s2 + 2 * C * alpha(2)
     defense = tiny(defense_of, "tvss_output", samples=50)
@@ -146,7 +147,9 @@ def test_gradient_claim_and_sound_at_four_rounds_by_hand(defense_of):
     claim = defense.claim(4)
     assert claim.eps_stated == 0.488
     assert claim.eps_claimed == pytest.approx(sum(C / (gamma(k) * sigma(k)) for k in (1, 2, 3)), rel=1e-12)
-    assert claim.eps_sound == pytest.approx(sum(2 * C / (gamma(k) * sigma(k)) for k in range(4)), rel=1e-12)
+    assert claim.eps_sound == pytest.approx(sum(C / (gamma(k) * sigma(k)) for k in range(4)), rel=1e-12)
+    record = sum(2 * C / (gamma(k) * sigma(k)) for k in range(4))
+    assert any(kind == "premise not enforced" and f"{record:.4g}" in text for kind, text in claim.findings)
     assert pure_epsilon(*defense.releases(4)) == claim.eps_sound
     assert sum(1 / e.noise_multiplier for e in defense.mechanism(4).events) == pytest.approx(claim.eps_sound)
 

@@ -66,6 +66,13 @@ class Mechanism(ABC):
     def sound(self, setting: Setting, at: float) -> Sound:
         """A sound bound over the adjacency, with δ at ε = `at`."""
 
+    def record_level(self) -> Mechanism | None:
+        """The same release at the record level, where the claim's relation is a premise the code
+        does not enforce for records (a gradient-level relation under per-record clipping): the
+        audit then also measures what one record replaced leaks. None when the claim's relation
+        is already the record level, or has no record-level bound."""
+        return None
+
 
 MECHANISMS: dict[str, type[Mechanism]] = {}
 

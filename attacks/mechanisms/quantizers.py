@@ -16,7 +16,7 @@ from attacks.mechanisms.base import Mechanism, MechanismParams, register
 from attacks.mechanisms.claims import MechanismClaim, Sound, _flat
 from attacks.mechanisms.laws import Factor, PmfFactor
 from attacks.mechanisms.location import _unit
-from privaudit.accounting import Claim
+from privaudit.accounting import Claim, Neighbours
 from privaudit.errors import ConfigError
 
 
@@ -190,6 +190,8 @@ class Ternary(Mechanism):
         statement = theorem if releases == 1 else f"Remark 10 over {theorem}"
         record = Claim(
             defense=self.name, notion="(0, δ)-DP",
+            neighbours=Neighbours("replace-one", "state", f"{'Theorem 3' if norm == 1 else 'Remark 6'}: two quantizer "
+                                  "inputs at distance ≤ 1", None),
             adjacency=f"quantizer inputs with ‖x − y‖_{'∞' if norm == math.inf else int(norm)} ≤ 1 "
                       f"({'Theorem 3' if norm == 1 else 'Remark 6'})",
             eps_claimed=0.0, eps_stated=None, eps_sound=sound.eps, delta=claimed, horizon=releases,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 from abc import abstractmethod
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import dp_accounting
 import numpy as np
@@ -27,8 +27,8 @@ from attacks.mechanisms.claims import MechanismClaim, Sound, _from_curve, _pure
 from attacks.mechanisms.laws import Factor, GaussianMixtureFactor
 from attacks.mechanisms.location import (GaussianLocation, _laplace_factors, _laplace_log_ratio, _location_pairs,
                                          _projection)
-from privaudit.accounting import (WITHOUT_REPLACEMENT_METHOD, Claim, without_replacement_delta,
-                                  without_replacement_epsilon)
+from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, Claim, Neighbours,
+                                  without_replacement_delta, without_replacement_epsilon)
 from privaudit.errors import ConfigError
 
 
@@ -69,6 +69,7 @@ class CrossGradient(GaussianLocation):
     def claim(self, setting: Setting) -> MechanismClaim:
         sound = self.sound(setting, 0.0)
         record = Claim(
+            neighbours=Neighbours("replace-one", "record", "Def. 3: one record of an agent's local dataset replaced"),
             defense=self.name, notion="(ε, δ)-DP", adjacency="one record of the agent's batch replaced (ℓ2 "
             "clipping to C: the clipped sum moves by ≤ 2C)", eps_claimed=None, eps_stated=None,
             eps_sound=sound.eps, delta=setting.delta, horizon=setting.releases,
@@ -80,8 +81,8 @@ class CrossGradient(GaussianLocation):
         )
         return MechanismClaim(
             record, "Theorem 1", None, setting.delta, 2.0,
-            unevaluable="Theorem 1 needs c₁, c₂ and h, which the paper never gives, and covers the whole run "
-                        "with sampling rate q, not one release of a batch that holds the record")
+            unevaluable="Theorem 1 covers the whole run with sampling rate q, not one release of a batch that holds "
+                        "the record (and needs c₁, c₂ and h, which the paper never gives)")
 
     def sound(self, setting: Setting, at: float) -> Sound:
         curve, reach = self.worst_curve(setting)
@@ -157,9 +158,10 @@ class AdmmRound(Mechanism):
                                       tuple(probs.tolist()))]
 
     def claim(self, setting: Setting) -> MechanismClaim:
-        from defenses.lt_admm_dp import PAPER_EPS_STATED, PAPER_SETTING, theorem2_epsilon
+        from defenses.lt_admm_dp import PAPER_EPS_STATED, PAPER_SETTING, theorem2_epsilon, theorem2_range
 
         p = self.params
+        outside = theorem2_range(setting.releases, p.tau, p.zeta, p.batch_size, p.sigma_e, p.samples, setting.delta)
         if setting.delta == 0:
             raise ConfigError("lt_admm_round: Theorem 2 (eq. 9) needs δ > 0 (it has log(1/δ)); set --delta")
         claimed = theorem2_epsilon(setting.releases, p.tau, p.zeta, p.batch_size, p.sigma_e, p.samples, setting.delta)
@@ -168,6 +170,9 @@ class AdmmRound(Mechanism):
         stated = PAPER_EPS_STATED if all(math.isclose(inputs[k], v) for k, v in PAPER_SETTING.items()) else None
         sound = self.sound(setting, claimed)
         record = Claim(
+            findings=tuple((OUTSIDE_RANGE, text) for text in outside),
+            neighbours=Neighbours("replace-one", "record", "seed 002 Definition 1: one datapoint of agent i's local "
+                                  "dataset replaced"),
             defense=self.name, notion="(ε, δ)-DP",
             adjacency="one datapoint of agent i's local dataset replaced (ℓ2: a smooth-clipped mean moves by < 2ζ)",
             eps_claimed=claimed, eps_stated=stated, eps_sound=sound.eps, delta=setting.delta,
@@ -216,6 +221,9 @@ class _ScheduleParams(MechanismParams):
     a3: float = Field(1.0, gt=0, description="a₃ in γ_k = ⌈a₃(k+a₂)^γ⌉")
     sigma_scale: float = Field(1.0, gt=0, description="s in σ_k = s·(k+a₂)^η")
     local_size: int | None = Field(None, ge=1, description="|D_i|: γ_k is capped at it (default: uncapped)")
+    level: Literal["claim", "record"] = Field(
+        "claim", description="the neighbouring relation sampled: the claim's Definition 1 (one sample's gradient "
+        "changes by ≤ C in ℓ1) or one record replaced under ℓ1 clipping to C (2C)")
 
 
 class StateParams(_ScheduleParams):
@@ -238,9 +246,12 @@ class GradientParams(_ScheduleParams):
 
 
 class _NoisyRelease(Mechanism):
-    """A Wang & Zhang release: unit·x + Laplace(σ) per coordinate, with `unit` the replace-one ℓ1
-    sensitivity (inputs in its units) and σ the schedule's Laplace scale. The claim's per-release ε
-    is the paper's sensitivity over σ; the sound one is `unit`/σ, attained (`defenses/tvss.py`)."""
+    """A Wang & Zhang release: unit·x + Laplace(σ) per coordinate, with `unit` the ℓ1 sensitivity
+    of the relation sampled (inputs in its units) and σ the schedule's Laplace scale. The claim's
+    relation is Definition 1 (one sample's gradient changes by at most C), where the paper's
+    sensitivity is exact; per-record ℓ1 clipping to C does not enforce it, and one record replaced
+    moves the release twice as far (`level = "record"`, `defenses.tvss.RECORD_FACTOR`), which the
+    audit measures as a premise finding beside the verdict (`record_level`)."""
 
     statement: ClassVar[str]
     equation: ClassVar[str]
@@ -257,7 +268,18 @@ class _NoisyRelease(Mechanism):
 
     @abstractmethod
     def unit(self) -> float:
-        """The release's ℓ1 sensitivity when one sample is replaced (sound, attained)."""
+        """The release's ℓ1 sensitivity under the relation sampled (sound, attained)."""
+
+    def factor(self) -> float:
+        """The change of one sample's clipped gradient, in units of C, under the relation sampled."""
+        from defenses.tvss import DEFINITION_1, RECORD_FACTOR
+
+        return RECORD_FACTOR if self.params.level == "record" else DEFINITION_1
+
+    def record_level(self) -> Mechanism | None:
+        if self.params.level == "record":
+            return None
+        return type(self)(self.params.model_copy(update={"level": "record"}))
 
     @abstractmethod
     def claimed_eps(self) -> float:
@@ -278,10 +300,15 @@ class _NoisyRelease(Mechanism):
     def claim(self, setting: Setting) -> MechanismClaim:
         claimed = setting.releases * self.claimed_eps()
         sound = self.sound(setting, claimed)
+        from defenses.tvss import RECORD_FACTOR
+
         record = Claim(
             defense=self.name, notion="ε-DP (pure, Laplace)",
-            adjacency="one sample of agent i's data replaced (Definition 1); per-sample gradients clipped to ℓ1 "
-                      f"norm C, so the release moves by ≤ {self.unit():.4g} in ℓ1 (the input unit)",
+            adjacency=("Definition 1: one sample's gradient changes by at most C in ℓ1" if self.params.level == "claim"
+                       else "one record replaced, its gradient clipped to ℓ1 norm C (changes by up to 2C)")
+                      + f", so the release moves by ≤ {self.unit():.4g} in ℓ1 (the input unit)",
+            neighbours=Neighbours("replace-one", "gradient", "Definition 1: one sample's gradient changes by at most "
+                                  "C in ℓ1", RECORD_FACTOR),
             eps_claimed=claimed, eps_stated=None, eps_sound=sound.eps, delta=0.0, horizon=setting.releases,
             equation=f"{self.equation} = {self.claimed_eps():.4g} per release; {_horizon_text(setting.releases)} "
                      "compose additively",
@@ -289,12 +316,16 @@ class _NoisyRelease(Mechanism):
             assumptions=("per-sample gradients clipped to ℓ1 norm C (the paper assumes the bound; "
                          "defenses/tvss.py enforces it)", "⌈x⌉ read as the usual ceiling"),
         )
-        return MechanismClaim(record, self.statement, claimed, 0.0, 1.0)
+        record_level = None if self.params.level == "claim" else (
+            "sampled at the record level (level = record), not at the claim's relation (Definition 1): the bound "
+            "measures the premise, and cannot refute the claim")
+        return MechanismClaim(record, self.statement, claimed, 0.0, 1.0, unevaluable=record_level)
 
     def sound(self, setting: Setting, at: float) -> Sound:
         reach = l1_reach(setting.norm, setting.dim)
         pure = setting.releases * reach * self.unit() / self.scale()
-        return _pure(pure, setting, at, f"pure ε = T·Δ₁/σ with Δ₁ = {reach:.4g}·{self.unit():.4g} (replace-one "
+        relation = "Definition 1's" if self.params.level == "claim" else "replace-one record"
+        return _pure(pure, setting, at, f"pure ε = T·Δ₁/σ with Δ₁ = {reach:.4g}·{self.unit():.4g} ({relation} "
                                         f"ℓ1 sensitivity, attained) and σ = {self.scale():.4g}")
 
 
@@ -303,8 +334,8 @@ class NoisyState(_NoisyRelease):
     """Seed 003 Alg. 1's first data-dependent broadcast y_{i,1} = x_{i,1} + n_{i,1}.
 
     Given the noisy states released at k = 0, x_{i,1} differs between neighbouring datasets by
-    α₀(ḡ − ḡ′), one of γ₀ ℓ1-clipped gradients replaced at the public x_0: at most 2Cα₀/γ₀ in ℓ1,
-    attained. Lemma 1 gives Δ_1 = Cα₀/γ₀. Later states' sound sensitivities are bounds only
+    α₀(ḡ − ḡ′), one of γ₀ gradients changed at the public x_0: at most Cα₀/γ₀ in ℓ1 under
+    Definition 1 (Lemma 1's Δ_1), and 2Cα₀/γ₀ for a replaced ℓ1-clipped record; both attained. Later states' sound sensitivities are bounds only
     (`output_sound_sensitivities`), so they are not audited here.
     """
 
@@ -321,7 +352,8 @@ class NoisyState(_NoisyRelease):
     def unit(self) -> float:
         from defenses.tvss import output_sound_sensitivities
 
-        return float(output_sound_sensitivities(self.schedule(), self.params.clip, 1, self.params.local_size)[1])
+        return float(output_sound_sensitivities(self.schedule(), self.params.clip, 1, self.params.local_size,
+                                                self.factor())[1])
 
     def claimed_eps(self) -> float:
         from defenses.tvss import output_claim
@@ -332,8 +364,9 @@ class NoisyState(_NoisyRelease):
 @register
 class NoisyGradient(_NoisyRelease):
     """Seed 003 Alg. 2's noisy gradient g_i^k + n_{i,k} at iteration k ≥ 1: one of min(γ_k, |D_i|)
-    ℓ1-clipped gradients replaced at the public x_{i,k} moves the mean by ≤ 2C/min(γ_k, |D_i|),
-    attained; Theorem 5's summand is C/(γ_k σ_k)."""
+    gradients changed at the public x_{i,k} moves the mean by ≤ C/min(γ_k, |D_i|) under Definition 1
+    (Theorem 5's summand C/(γ_k σ_k)), and by ≤ 2C/min(γ_k, |D_i|) for a replaced ℓ1-clipped record;
+    both attained."""
 
     name = "tvss_gradient"
     defense = "tvss_gradient"
@@ -349,7 +382,8 @@ class NoisyGradient(_NoisyRelease):
         from defenses.tvss import gradient_sound_sensitivities
 
         k = self.params.k
-        return float(gradient_sound_sensitivities(self.schedule(), self.params.clip, k + 1, self.params.local_size)[k])
+        return float(gradient_sound_sensitivities(self.schedule(), self.params.clip, k + 1, self.params.local_size,
+                                                  self.factor())[k])
 
     def claimed_eps(self) -> float:
         from defenses.tvss import gradient_claim

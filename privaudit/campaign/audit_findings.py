@@ -8,7 +8,7 @@ audit's own record is kept under `detail`):
 
     kind, method, subject, defense, defense_label, status, eps_lb, delta_lb, delta_lb_eps, delta,
     confidence, samples, eps_claimed, eps_stated, eps_sound, delta_sound, eps_estimate, estimate_method,
-    exact, verdict, tightness, curve, attack, detail
+    exact, verdict, tightness, curve, attack, findings, detail
 
 Three kinds of number stay apart in it: the rigorous bounds (eps_lb, delta_lb, with their
 confidence), the estimate (eps_estimate, named by estimate_method, never a bound), and the claim
@@ -17,8 +17,12 @@ sound accountant's eps_sound. `attack` says in words what the audit did (canary,
 adjacency, how the test was chosen).
 
 A canary audit's verdict compares ε_LB with the ε the paper's formula gives (`eps_claimed`) at
-the claim's δ: a bound above it refutes the claim at the stated confidence; a defense that claims
-no privacy has nothing to refute, and its bound stands alone.
+the claim's δ, and a mechanism audit's its δ_LB at the claimed ε with the claimed δ; what that
+means for the claim (refuted, refuted only for a range of assumed constants, outside the
+theorem's range, ...) is decided by the one rule of `attacks.verdict` for both. A defense that
+claims no privacy has nothing to refute, and its bound stands alone. `findings` are the claim's
+analytic findings and, for a mechanism audit of a claim whose relation the code does not enforce
+for records, the record-level measurement (`attacks.audit`'s premise).
 
 A canary audit's game is built here from a campaign cell or a `[[defense]]` table
 (`game_for_cell`, `game_for_table`): `attacks.canary` takes a set-up and a defense's parameters,
@@ -36,6 +40,8 @@ from attacks.canary import Game, audit_game, make_game, one_run_game
 from attacks.one_run import one_run_eps
 from attacks.canary_statistics import SELECT_FRACTION
 from attacks.mechanisms import MECHANISMS
+from attacks.verdict import decide
+from privaudit.accounting import Claim
 from privaudit import __version__
 from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand
 from privaudit.campaign.config import AuditConfig, parse_campaign
@@ -83,8 +89,25 @@ def mechanism_finding(cell: AuditCell) -> dict[str, Any]:
         "tightness": record["tightness"],
         "curve": curve,
         "attack": f"{report.title} sampled on the pair {record['pair']['label']}, {record['releases']} release(s)",
+        "findings": (claim["findings"] if claim is not None else []) + (
+            [{"kind": report.premise["kind"], "text": report.premise["text"]}] if report.premise else []),
+        "relation": mechanism_relation(report),
         "detail": record,
     }
+
+
+def mechanism_relation(report: Any) -> dict[str, Any]:
+    """The neighbouring relation a mechanism audit samples (its inputs in the unit of the claim's
+    sensitivity, ‖x − x′‖ ≤ 1 in the audit's norm) beside the claim's own."""
+    audited = report.claim.claim.neighbours if report.claim is not None else None
+    if audited is None:
+        return {"claimed": None, "audited": f"‖x − x′‖ ≤ 1 ({report.adjacency})", "same": False,
+                "why": "no claim states a relation for this mechanism"}
+    if report.params.get("level", "claim") == "claim":
+        return {"claimed": audited.words(), "audited": audited.words(), "same": True, "why": None}
+    return {"claimed": audited.words(), "audited": "replace-one, one record", "same": False,
+            "why": "the table asks for the record level (level = \"record\"): a measurement of the premise, "
+                   "not of the claim's relation"}
 
 
 def game_options(table: AuditConfig) -> dict[str, Any]:
@@ -169,40 +192,53 @@ def _counted(record: dict[str, Any]) -> str:
     return f"its {record['runs_per_side']:,} runs per side"
 
 
-def canary_verdict(record: dict[str, Any]) -> dict[str, Any]:
-    """Refuted when the canary's ε_LB exceeds the ε the paper's formula claims at the same δ (for a
-    (0, δ) claim: when δ_LB at ε = 0 exceeds the claimed δ). Consistent only when the audit had
-    the power to refute and found evidence short of it; inconclusive when it found none (a bound
-    of 0) or when even an error-free test on its runs could not exceed the claim. Not evaluable
-    when the defense claims no privacy, or when the audited channel's unit is not the claim's
-    (module docstring)."""
+def canary_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
+    """The canary audit's verdict on `claim` (the defense's, for the run audited), by the one rule
+    of `attacks.verdict`: the bound exceeds the claim when the canary's ε_LB exceeds the ε the
+    paper's formula gives at the claim's δ (for a (0, δ) claim: when δ_LB at ε = 0 exceeds the
+    claimed δ). The audit could not have refuted the claim when even an error-free test on its
+    runs stays at or below it. Not evaluable when the defense claims no privacy, or when the
+    audited channel's unit is not the claim's (the row says why)."""
     eps_lb, claimed, delta = record["eps_lb"], record["eps_claimed"], record["delta"]
     confidence = f"{record['confidence']:.0%} confidence"
     forced = f"the canary forces ε ≥ {eps_lb:.4g} at δ = {delta:.3g} ({confidence})"
     if claimed is None:
-        return {"status": "not evaluable", "statement": None, "reason": f"no DP claim is made; {forced}"}
+        return {"status": "not evaluable", "statement": None, "reason": f"no DP claim is made; {forced}",
+                "conditions": []}
     if record.get("unaudited"):
-        return {"status": "not evaluable", "statement": None, "reason": f"{record['unaudited']}; {forced}"}
+        return {"status": "not evaluable", "statement": None, "reason": f"{record['unaudited']}; {forced}",
+                "conditions": []}
     if record.get("delta_lb") is not None:
         delta_lb = record["delta_lb"]
-        status = "refuted" if delta_lb > delta else "consistent" if delta_lb > 0 else "inconclusive"
-        reason = (f"the canary forces δ ≥ {delta_lb:.4g} at ε = {claimed:.4g} ({confidence}), "
-                  f"{'above' if status == 'refuted' else 'not above'} the claimed δ = {delta:.3g}")
-        return {"status": status, "statement": f"({claimed:.4g}, {delta:.3g})-DP",
-                "reason": reason if status != "inconclusive" else f"no evidence at this strength: {reason}"}
-    statement = f"(ε = {claimed:.4g}, δ = {delta:.3g})-DP"
-    if eps_lb > claimed:
-        return {"status": "refuted", "statement": statement, "reason": f"{forced}, above the claimed ε = {claimed:.4g}"}
+        exceeds = delta_lb > delta
+        measured = (f"the canary forces δ ≥ {delta_lb:.4g} at ε = {claimed:.4g} ({confidence}), "
+                    f"{'above' if exceeds else 'not above'} the claimed δ = {delta:.3g}")
+        return decide(claim, f"({claimed:.4g}, {delta:.3g})-DP", exceeds=exceeds, found=delta_lb > 0,
+                      measured=measured).as_dict()
+    exceeds = eps_lb > claimed
+    measured = f"{forced}, {'above' if exceeds else 'not above'} the claimed ε = {claimed:.4g}"
     ceiling = _ceiling(record)
+    powerless = None
     if ceiling is not None and ceiling <= claimed:
-        return {"status": "inconclusive", "statement": statement,
-                "reason": f"this audit cannot refute ε = {claimed:.4g}: even an error-free attack on {_counted(record)} "
-                          f"certifies at most ε ≥ {ceiling:.4g}; {forced}"}
-    if eps_lb <= 0:
-        return {"status": "inconclusive", "statement": statement,
-                "reason": f"no evidence at this strength: {forced}"
-                          + (f" (an error-free test would reach ε ≥ {ceiling:.4g})" if ceiling is not None else "")}
-    return {"status": "consistent", "statement": statement, "reason": f"{forced}, not above the claimed ε = {claimed:.4g}"}
+        powerless = (f"this audit cannot refute ε = {claimed:.4g}: even an error-free attack on {_counted(record)} "
+                     f"certifies at most ε ≥ {ceiling:.4g}")
+    elif ceiling is not None and eps_lb <= 0:
+        measured += f" (an error-free test would reach ε ≥ {ceiling:.4g})"
+    return decide(claim, f"(ε = {claimed:.4g}, δ = {delta:.3g})-DP", exceeds=exceeds, found=eps_lb > 0,
+                  measured=measured, ratio=eps_lb / claimed if claimed > 0 else math.inf,
+                  powerless=powerless).as_dict()
+
+
+def canary_relation(game: Game) -> dict[str, Any]:
+    """The neighbouring relation the canary audit tests beside the one its claim states, and why
+    they differ where they do (the channel's `unaudited`)."""
+    channel, neighbours = game.channel, game.claim.neighbours
+    audited = f"{channel.adjacency}, {'one record' if channel.unit == 'record' else 'one sample' + chr(39) + 's gradient'}"
+    if neighbours is None:
+        return {"claimed": None, "audited": audited, "same": False, "why": "the defense claims no privacy"}
+    same = (channel.adjacency, channel.unit) == (neighbours.change, neighbours.unit)
+    why = None if same else (channel.unaudited or f"the channel changes {audited}, the claim {neighbours.words()}")
+    return {"claimed": neighbours.words(), "audited": audited, "same": same, "why": why}
 
 
 def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
@@ -247,11 +283,13 @@ def canary_finding(cell: AuditCell) -> dict[str, Any]:
         "eps_estimate": record.get("eps_estimate"),
         "estimate_method": record.get("estimate_method"),
         "exact": None,
-        "verdict": canary_verdict(record),
+        "verdict": canary_verdict(record, game.claim),
         "tightness": {"of": "delta", "sound": None, "exact": None} if record.get("delta_lb") is not None else
         {"of": "eps", "sound": record["eps_lb"] / sound if sound else None, "exact": None},
         "curve": [],
         "attack": _canary_attack(table, record),
+        "findings": [{"kind": kind, "text": text} for kind, text in game.claim.analytic()],
+        "relation": canary_relation(game),
         "detail": record,
     }
 
@@ -267,7 +305,7 @@ def audit_headline(row: dict[str, Any]) -> str:
 
 _EMPTY = {"eps_lb": None, "delta_lb": None, "delta_lb_eps": None, "eps_claimed": None, "eps_stated": None,
           "eps_sound": None, "delta_sound": None, "eps_estimate": None, "estimate_method": None, "exact": None,
-          "tightness": None, "curve": [], "attack": None, "detail": None}
+          "tightness": None, "curve": [], "attack": None, "findings": [], "detail": None}
 
 
 def audit_row(cell: AuditCell) -> dict[str, Any]:
@@ -283,7 +321,8 @@ def audit_row(cell: AuditCell) -> dict[str, Any]:
         found = {**_EMPTY, "subject": table.mechanism or cell.training.label, "defense": None,
                  "defense_label": None if cell.training is None else cell.training.label,
                  "delta": table.delta, "confidence": table.confidence, "samples": None,
-                 "verdict": {"status": "not evaluable", "statement": None, "reason": f"the audit failed: {reason}"},
+                 "verdict": {"status": "not evaluable", "statement": None, "reason": f"the audit failed: {reason}",
+                             "conditions": []},
                  "status": f"failed: {reason}"}
     return {
         "type": "audit",
