@@ -163,6 +163,8 @@ def _refuting(evidence: _Evidence, status: str, opening: str) -> tuple[str, str]
         chance = sum(1 - level for level in levels)
         sentence += (f". With {len(evidence.ok)} audits, the chance that one refutes a true claim is at most "
                      f"{100 * min(chance, 1):.3g} % (union bound)")
+    elif len(refuting) > 1:
+        sentence += f". Each of the {len(refuting)} audits refutes it on its own, at its own confidence"
     return status, sentence
 
 
