@@ -1,4 +1,4 @@
-"""What the two samples of an audit's score say: rigorous ε (or δ) lower bounds, and an estimate.
+"""What the two samples of an audit's score say: rigorous ε (or δ) lower bounds.
 
 The rigorous bound is the one `attacks.audit` gives any test: "canary in when the score exceeds
 t", its FPR and FNR bounded by Clopper–Pearson at √confidence each (`bound_test`). What makes it
@@ -13,12 +13,10 @@ rigorous is that t is chosen without looking at the runs it is counted on:
   counted on the rest — for channels without a law (no noise) or canaries whose effect the law
   does not fix in advance.
 
-The estimate (`law_estimate`) is named as one and never called a bound: the strength κ at which the
-mechanism's own law reproduces the separation the runs show (the standardised mean difference of
-the two samples, kept only when its t-test rejects "no separation" at `attacks.estimates.NULL_RATE`,
-so null audits give exactly 0), and the ε of that law scaled by κ, computed exactly from its PLD
-(`law_epsilon`), capped at the sound ε. κ = 1 means the runs leak what the law says; the
-estimate then equals the mechanism's own ε along the canary's direction.
+The mechanism's law only chooses the test; no ε is computed from it. An ε read off the assumed
+law restates the accountant's premise instead of measuring the runs (a law-anchored estimate, capped
+at the sound ε, reported 7.93 for a mechanism of true ε 29.8 that ran half its stated noise), so
+the estimate beside the bound is `attacks.estimates`' GDP estimate, which reads the runs alone.
 """
 
 from __future__ import annotations
@@ -28,14 +26,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.stats import laplace, norm
-from scipy.stats import t as student_t
+from scipy.stats import norm
 from torch import Tensor
 
 from attacks.audit import SELECT_FRACTION, bound_test, choose_test, clopper_pearson_upper
 from attacks.channels import Adjacency, RoundLaw, log_likelihood_ratio
-from attacks.estimates import NULL_RATE, standardised_mean_difference
-from attacks.mechanisms.laws import PmfFactor, privacy_curve
 from privaudit.errors import ConfigError
 
 Laws = list[tuple[RoundLaw, Tensor]]
@@ -44,18 +39,10 @@ Laws = list[tuple[RoundLaw, Tensor]]
 MODEL_SAMPLES = 200_000
 """Scores simulated per side from a mechanism's law to choose the threshold in advance."""
 
-ESTIMATE_SAMPLES = 40_000
-"""Scores simulated per side for each strength tried by the estimate."""
 
-_GRID = 4000
-"""Bins of one round's observation when its law's privacy curve is computed (`law_epsilon`)."""
-
-
-def simulated_scores(laws: Laws, adjacency: Adjacency, count: int, seed: int,
-                     strength: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def simulated_scores(laws: Laws, adjacency: Adjacency, count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """`count` scores per side drawn from the laws alone (no training): what the mechanism's own
-    law predicts the attacker's statistic to be, without and with the canary, when the canary
-    moves the release by `strength` times the law's shift (the statistic itself keeps the law)."""
+    law predicts the attacker's statistic to be, without and with the canary."""
     generator = torch.Generator().manual_seed(seed)
     totals = [torch.zeros(count, dtype=torch.float64) for _ in range(2)]
     for law, shift in laws:
@@ -64,7 +51,7 @@ def simulated_scores(laws: Laws, adjacency: Adjacency, count: int, seed: int,
         for side, sign in ((0, -1.0 if adjacency == "replace-one" else 0.0), (1, 1.0)):
             counts = (torch.rand((count, law.draws), generator=generator) < law.inclusion).sum(1)
             draws = noise((count, len(shift)), generator=generator, dtype=torch.float64)
-            y = sign * strength * counts[:, None].double() * shift[None] + draws
+            y = sign * counts[:, None].double() * shift[None] + draws
             totals[side] += log_likelihood_ratio(y, shift[None].expand_as(y), law, adjacency)
     return totals[0].numpy(), totals[1].numpy()
 
@@ -143,73 +130,3 @@ def model_bound(scores_out: np.ndarray, scores_in: np.ndarray, model: tuple[np.n
     simulated from it, `simulated_scores`; `predicted_threshold`), every run counted."""
     threshold = predicted_threshold(*model, len(scores_out), len(scores_in), target, at, confidence)
     return bound_test(scores_out, scores_in, 1, threshold, target, at, confidence, "threshold").as_dict()
-
-
-
-
-def _round_pair(law: RoundLaw, shift: float, adjacency: Adjacency) -> PmfFactor:
-    """One round's observation along the canary (channels folded into one: for Gaussian noise the
-    law depends on the channels' shifts only through their length; a Laplace round here has one
-    channel) as two PMFs over `_GRID` bins plus two tail bins: with the canary,
-    Σ_k w_k f(y − k s); without it, Σ_k w_k f(y + k s) (replace-one) or f(y) (add/remove)."""
-    cdf = norm.cdf if law.family == "gaussian" else laplace.cdf
-    reach = (12.0 if law.family == "gaussian" else 40.0) + law.draws * shift
-    edges = np.concatenate([[-np.inf], np.linspace(-reach, reach, _GRID + 1), [np.inf]])
-    weights = [math.comb(law.draws, k) * law.inclusion ** k * (1 - law.inclusion) ** (law.draws - k)
-               for k in range(law.draws + 1)]
-
-    def masses(sign: float) -> np.ndarray:
-        return sum(w * np.diff(cdf(edges - sign * k * shift)) for k, w in enumerate(weights))
-
-    without = masses(-1.0) if adjacency == "replace-one" else np.diff(cdf(edges))
-    return PmfFactor(tuple(enumerate(without.tolist())), tuple(enumerate(masses(1.0).tolist())))
-
-
-def law_epsilon(laws: Laws, adjacency: Adjacency, strength: float, delta: float) -> float:
-    """The ε at δ of the observations the laws describe, the canary's shifts scaled by `strength`:
-    every round's pair of laws (`_round_pair`) composed by dp_accounting's PLD (`privacy_curve`);
-    equal consecutive rounds are composed as one factor with a count."""
-    if strength <= 0:
-        return 0.0
-    factors: list[PmfFactor] = []
-    last: tuple | None = None
-    for law, shift in laws:
-        channels = shift.double()
-        length = float(channels.norm() if law.family == "gaussian" else channels.abs().sum()) * strength
-        key = (law, round(length, 12))
-        if key == last:
-            factors[-1] = PmfFactor(factors[-1].lower, factors[-1].upper, factors[-1].count + 1)
-        else:
-            factors.append(_round_pair(law, length, adjacency))
-            last = key
-    return privacy_curve(factors, 1).epsilon(delta)
-
-
-def law_estimate(scores_out: np.ndarray, scores_in: np.ndarray, laws: Laws, adjacency: Adjacency, delta: float,
-                 cap: float | None, seed: int) -> dict[str, Any]:
-    """The estimate of ε(δ) (module docstring): the separation of the two samples, kept when its
-    t-test rejects at `NULL_RATE`, matched by bisection with the separation of scores simulated
-    at strength κ (the same random draws at every κ, so the match is monotone), then the ε of the
-    laws at κ̂, capped at `cap`. A record: the estimate, κ̂, the raw separation, the method."""
-    raw, error = standardised_mean_difference(scores_out, scores_in)
-    critical = float(student_t.ppf(1 - NULL_RATE, len(scores_out) + len(scores_in) - 2))
-    strength = 0.0
-    if raw > critical * error:
-        def separation(kappa: float) -> float:
-            return standardised_mean_difference(*simulated_scores(laws, adjacency, ESTIMATE_SAMPLES, seed,
-                                                                  kappa))[0]
-
-        low, high = 0.0, 1.0
-        while separation(high) < raw and high < 64:
-            low, high = high, 2 * high
-        for _ in range(30):
-            middle = (low + high) / 2
-            low, high = (middle, high) if separation(middle) < raw else (low, middle)
-        strength = (low + high) / 2
-    eps = law_epsilon(laws, adjacency, strength, delta)
-    capped = cap is not None and eps > cap
-    return {"eps_estimate": cap if capped else eps, "strength": strength, "separation": raw,
-            "separation_se": error, "capped": capped, "delta": delta,
-            "method": "estimate, not a bound: the mechanism's own law at the strength κ whose simulated scores are "
-                      "as separated as the runs' (standardised mean difference, kept when its t-test rejects no "
-                      f"separation at {NULL_RATE}), its ε from the law's PLD, capped at the sound ε"}

@@ -2,11 +2,12 @@
 
 Given scores of runs without the canary (`scores_out`) and with it (`scores_in`), higher meaning
 "in", `gdp_estimate` fits the μ of a μ-GDP pair (Dong, Roth & Su 2022) and reports the ε at δ of
-μ-GDP, capped at the sound ε when given: an estimate in the style of Nasr et al. 2023 ("Tight
-Auditing of Differentially Private Machine Learning"), for white-box canary scores whose laws
-look Gaussian. It is an estimate: nothing makes it a lower or an upper bound, and it is only as
-good as the GDP model of the scores. The project's bounds live in `attacks.audit` and
-`attacks.one_run`.
+μ-GDP: an estimate in the style of Nasr et al. 2023 ("Tight Auditing of Differentially Private
+Machine Learning"), for white-box canary scores whose laws look Gaussian. It is an estimate:
+nothing makes it a lower or an upper bound, and it is only as good as the GDP model of the
+scores. It measures the runs and nothing else: no accountant caps it, so it exceeds the sound ε
+when the runs leak more than the accountant allows (a defense whose noise is smaller than it
+states). The project's bounds live in `attacks.audit` and `attacks.one_run`.
 
 The rule, and why. μ̂ is the standardised mean difference (x̄_in − x̄_out)/s_pooled: for a μ-GDP
 pair seen through its log-likelihood ratio, whose laws are N(−μ²/2, μ²) and N(μ²/2, μ²), or
@@ -48,7 +49,8 @@ Model error is the estimate's other bias. The sum of T per-round log-likelihood 
 Poisson-subsampled Gaussian is no Gaussian shift pair (skew 0.44, and sd 1.38 with the canary
 against 1.06 without, at q = 0.2, σ = 1, T = 30): there μ̂ = 1.18 and ε = 5.3 at δ = 1e-5
 (10⁵ runs per side), where the exact ε (PLD) is 7.9 and the CLT's μ = q√T·√(e^{1/σ²} − 1) =
-1.44 gives 6.7. The cap at the sound ε guards the other direction.
+1.44 gives 6.7. So for such skewed score laws the model error biases the estimate low; it can
+still exceed the sound ε, and does when the runs leak more than the accountant allows.
 
 Nothing here imports torch.
 """
@@ -68,21 +70,20 @@ from privaudit.errors import ConfigError
 NULL_RATE = 0.005
 """Chance that scores from one law give a positive estimate (Gaussian scores: at most this)."""
 METHOD = ("GDP estimate (standardised mean difference, kept when its one-sided t-test rejects mu = 0 at 0.005, "
-          "else 0), not a bound")
+          "else 0), not a bound and not capped at the sound epsilon")
 
 
 @dataclass(frozen=True)
 class GdpEstimate:
     """An estimate of ε(δ) under a μ-GDP model of the scores (module docstring): the raw μ̂, the
-    μ̂ used (μ̂ or 0), its standard error, the ε estimate at δ after the cap, whether the cap
-    cut it, the samples per side and the method."""
+    μ̂ used (μ̂ or 0), its standard error, the ε estimate at δ (never capped), the samples per
+    side and the method."""
 
     mu_estimate_raw: float
     mu_estimate: float
     mu_standard_error: float
     eps_estimate: float
     delta: float
-    capped: bool
     samples_out: int
     samples_in: int
     method: str = METHOD
@@ -102,10 +103,10 @@ def standardised_mean_difference(scores_out: np.ndarray, scores_in: np.ndarray) 
     return mu, math.sqrt(1 / n_out + 1 / n_in + mu * mu / (2 * (n_out + n_in)))
 
 
-def gdp_estimate(scores_out: np.ndarray, scores_in: np.ndarray, delta: float, cap: float | None = None) -> GdpEstimate:
+def gdp_estimate(scores_out: np.ndarray, scores_in: np.ndarray, delta: float) -> GdpEstimate:
     """The estimate of ε(δ) (module docstring): μ̂ kept when μ̂ > z·se (z the t quantile that makes
     a null sample positive with probability `NULL_RATE`), else 0; then ε of μ-GDP at δ
-    (`attacks.one_run.gdp_eps`), capped at `cap` (the sound ε) when given."""
+    (`attacks.one_run.gdp_eps`), whatever the accountant says."""
     scores_out = np.asarray(scores_out, dtype=np.float64).ravel()
     scores_in = np.asarray(scores_in, dtype=np.float64).ravel()
     if min(len(scores_out), len(scores_in)) < 2:
@@ -113,15 +114,10 @@ def gdp_estimate(scores_out: np.ndarray, scores_in: np.ndarray, delta: float, ca
                           f"canary and {len(scores_in)} with it")
     if not 0 < delta < 1:
         raise ConfigError(f"delta must lie in (0, 1), got {delta}")
-    if cap is not None and not cap >= 0:
-        raise ConfigError(f"cap must be a non-negative epsilon, got {cap}")
     raw, error = standardised_mean_difference(scores_out, scores_in)
     z = float(student_t.ppf(1 - NULL_RATE, len(scores_out) + len(scores_in) - 2))
     mu = raw if raw > z * error else 0.0
-    eps = gdp_eps(mu, delta)
-    capped = cap is not None and eps > cap
-    return GdpEstimate(raw, mu, error, cap if capped else eps, delta, capped, len(scores_out),
-                       len(scores_in))
+    return GdpEstimate(raw, mu, error, gdp_eps(mu, delta), delta, len(scores_out), len(scores_in))
 
 
 def subsampled_gaussian_log_likelihood_ratio(y: Any, q: float, sigma: float) -> np.ndarray:
