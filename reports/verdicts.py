@@ -177,7 +177,7 @@ def _audit_status(evidence: _Evidence) -> tuple[str, str] | None:
     outside = evidence.by_status.get("outside range", [])
     if outside:
         best = evidence.best(outside) or outside[0]
-        return "outside range", (f"The claim lies outside its theorem's range ({_seeds(evidence.ok)} run): "
+        return "outside range", (f"Its audits ({_seeds(evidence.ok)} run) cannot judge the claim here: "
                                  f"{(best.get('verdict') or {}).get('reason') or 'no reason stored'}")
     consistent = [row for row in evidence.by_status.get("consistent", []) if (_bound_value(row) or 0) > 0]
     inconclusive = evidence.by_status.get("inconclusive", []) + [

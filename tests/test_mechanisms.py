@@ -80,7 +80,8 @@ def test_defense_releases_have_their_laws():
     assert close(y.var(0), 0.01 * (4 * 0.25 + 4 * q * (1 - q) * shift**2), np.full(2, 1e-3))
     gradient = build("tvss_gradient")
     gamma_1, sigma_1 = math.ceil(2**1.2), 2**0.1
-    assert gradient.unit() == pytest.approx(2 * 0.2 / gamma_1) and gradient.scale() == pytest.approx(sigma_1)
+    assert gradient.unit() == pytest.approx(0.2 / gamma_1) and gradient.scale() == pytest.approx(sigma_1)
+    assert gradient.record_level().unit() == pytest.approx(2 * 0.2 / gamma_1)
     y = draws("tvss_gradient", x)
     assert close(y.mean(0), gradient.unit() * x, np.full(2, 2 * sigma_1**2))
 
@@ -176,7 +177,8 @@ def test_claims_follow_the_papers_formulas():
     assert gradient.eps == pytest.approx(0.2 / (math.ceil(2**1.2) * 2**0.1))
     state = build("tvss_state").claim(Setting(1.0, 1, 3, 1e-5))
     assert state.eps == pytest.approx(3 * 0.2 * 0.5 / (1 * 2**0.05))  # T · Cα₀/(γ₀σ₁)
-    assert build("tvss_state").unit() == pytest.approx(2 * 0.2 * 0.5)
+    assert build("tvss_state").unit() == pytest.approx(0.2 * 0.5)  # Definition 1: Cα₀/γ₀, the claim's Δ_1
+    assert build("tvss_state", {"level": "record"}).unit() == pytest.approx(2 * 0.2 * 0.5)
     from defenses.lt_admm_dp import theorem2_epsilon
 
     admm = build("lt_admm_round").claim(Setting(2.0, 1, 2, 1e-4))
@@ -185,7 +187,7 @@ def test_claims_follow_the_papers_formulas():
     gaussian = build("gaussian", {"sigma": 5.0}).claim(setting)
     assert gaussian.eps == pytest.approx(math.sqrt(2 * math.log(1.25e5)) / 5) and gaussian.unevaluable is None
     assert build("gaussian", {"sigma": 1.0}).claim(setting).unevaluable.startswith("Thm A.1 covers ε < 1")
-    assert build("dpdl_cross_gradient").claim(setting).unevaluable.startswith("Theorem 1 needs c₁, c₂ and h")
+    assert build("dpdl_cross_gradient").claim(setting).unevaluable.startswith("Theorem 1 covers the whole run")
     assert build("onebit").claim(setting) is None
 
 

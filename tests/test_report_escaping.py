@@ -91,7 +91,7 @@ def test_hostile_strings_are_shown_escaped_in_every_section(report):
     for name, body in sections.items():
         assert ESCAPED in body, name
     verdicts = sections["verdicts"]
-    assert f"Refuted by its audit: {ESCAPED}" in verdicts
+    assert f"Refuted by its audit (one seed run): {ESCAPED}" in verdicts
     assert f"<dt>Sound</dt><dd>ε 1: {ESCAPED}" in verdicts  # the sound method, in the row's details
     assert f'<span class="muted caption">{ESCAPED}' in verdicts  # the best reconstruction's attack
     assert f'alt="audit bound against samples: {ESCAPED}' in sections["audits"]
