@@ -525,7 +525,7 @@ def audit(name: str, params: dict[str, Any] | None = None, *, adjacency: str = "
     pair, table, eps_bound, delta_bound = measure(mechanism, (pilot_rng, final_rng))
     record_level = mechanism.record_level()
     premise = None
-    if record_level is not None and audited is not None:
+    if record_level is not None and audited is not None and audited.claim.neighbours is not None:
         _, _, record_eps, record_delta = measure(record_level, (premise_pilot_rng, premise_rng))
         premise = _premise(audited, record_level.sound(setting, at_eps), record_eps, record_delta)
     law = mechanism.law(pair)
@@ -548,12 +548,12 @@ def _premise(audited: MechanismClaim, sound: Sound, eps_bound: Bound, delta_boun
     the same audit with one record replaced, as a "premise not enforced" finding (never a verdict on
     the claim, whose relation it is not)."""
     neighbours = audited.claim.neighbours
-    factor = neighbours.record_factor if neighbours is not None else None
+    factor = neighbours.record_factor
     exceeds = delta_bound.value > audited.delta or (audited.eps is not None and eps_bound.value > audited.eps)
-    premise = f" ({neighbours.premise})" if neighbours is not None and neighbours.premise else ""
+    premise = f" ({neighbours.premise})" if neighbours.premise else ""
     text = (f"at the record level (one record replaced, which the code's clipping lets move the release "
-            f"{factor:g}× as far as the claim's relation{premise} allows), ε_LB = {eps_bound.value:.4g} at δ = {eps_bound.at:.4g} "
-            f"({eps_bound.confidence:.0%} confidence)" + (
+            f"{factor:g}× as far as the claim's relation{premise} allows), ε_LB = {eps_bound.value:.4g} at "
+            f"δ = {eps_bound.at:.4g} ({eps_bound.confidence:.0%} confidence)" + (
                 f" exceeds the stated ε = {audited.eps:.4g}: the premise is not enforced" if exceeds else
                 f", not above the stated ε = {audited.eps:.4g}")
             + (f"; the record-level sound ε is {sound.eps:.4g}" if sound.eps is not None else ""))

@@ -521,7 +521,8 @@ class _TimeVaryingSamples(Defense):
 
     def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
         """One Laplace event per data-dependent release, noise multiplier σ_k/Δ_k with Δ_k the ℓ1
-        sensitivity under the claim's relation (Definition 1). Its pure ε (Σ Δ_k/σ_k) is exact for the d-dimensional release; an (ε, δ)
+        sensitivity under the claim's relation (Definition 1). Its pure ε (Σ Δ_k/σ_k) is exact for
+        the d-dimensional release; an (ε, δ)
         accountant would read each event as one-dimensional, which we have not shown to dominate
         the d-dimensional Laplace — the sound ε is `pure_epsilon`."""
         sensitivities, scales = self.releases(rounds)

@@ -133,7 +133,7 @@ class _Evidence:
 
     def conditions(self) -> list[str]:
         """The constants' ranges the strongest refutation (or outside-range verdict) rests on."""
-        for status in ("refuted", "conditionally refuted", "outside range"):
+        for status in ("conditionally refuted", "outside range"):
             rows = self.by_status.get(status, [])
             if rows:
                 best = self.best(rows) or rows[0]

@@ -218,3 +218,11 @@ def test_a_defense_release_names_a_registered_defense():
     named = {name: cls.defense for name, cls in MECHANISMS.items() if cls.defense is not None}
     assert set(named) == {"ternary", "dpdl_cross_gradient", "lt_admm_round", "tvss_state", "tvss_gradient"}
     assert set(named.values()) <= set(DEFENSES)
+
+
+def test_lt_admm_round_at_delta_zero_is_a_one_line_error():
+    """Theorem 2 has log(1/δ): δ = 0 is refused before its range (which divides by log(1/δ)) is checked."""
+    from privaudit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="needs δ > 0"):
+        build("lt_admm_round").claim(Setting(2.0, 1, 1, 0.0))

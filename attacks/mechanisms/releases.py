@@ -161,9 +161,9 @@ class AdmmRound(Mechanism):
         from defenses.lt_admm_dp import PAPER_EPS_STATED, PAPER_SETTING, theorem2_epsilon, theorem2_range
 
         p = self.params
-        outside = theorem2_range(setting.releases, p.tau, p.zeta, p.batch_size, p.sigma_e, p.samples, setting.delta)
         if setting.delta == 0:
             raise ConfigError("lt_admm_round: Theorem 2 (eq. 9) needs δ > 0 (it has log(1/δ)); set --delta")
+        outside = theorem2_range(setting.releases, p.tau, p.zeta, p.batch_size, p.sigma_e, p.samples, setting.delta)
         claimed = theorem2_epsilon(setting.releases, p.tau, p.zeta, p.batch_size, p.sigma_e, p.samples, setting.delta)
         inputs = {"rounds": setting.releases, "tau": p.tau, "zeta": p.zeta, "batch_size": p.batch_size,
                   "sigma_e": p.sigma_e, "delta": setting.delta, "samples": p.samples}
@@ -298,10 +298,10 @@ class _NoisyRelease(Mechanism):
         return _laplace_factors(self.scale(), self.unit() * (pair.x_prime - pair.x))
 
     def claim(self, setting: Setting) -> MechanismClaim:
-        claimed = setting.releases * self.claimed_eps()
-        sound = self.sound(setting, claimed)
         from defenses.tvss import RECORD_FACTOR
 
+        claimed = setting.releases * self.claimed_eps()
+        sound = self.sound(setting, claimed)
         record = Claim(
             defense=self.name, notion="ε-DP (pure, Laplace)",
             adjacency=("Definition 1: one sample's gradient changes by at most C in ℓ1" if self.params.level == "claim"

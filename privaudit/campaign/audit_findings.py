@@ -40,8 +40,8 @@ from attacks.canary import Game, audit_game, make_game, one_run_game
 from attacks.one_run import one_run_eps
 from attacks.canary_statistics import SELECT_FRACTION
 from attacks.mechanisms import MECHANISMS
-from attacks.verdict import decide
-from privaudit.accounting import Claim
+from attacks.verdict import Verdict, decide
+from privaudit.accounting import Claim, Neighbours
 from privaudit import __version__
 from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand
 from privaudit.campaign.config import AuditConfig, parse_campaign
@@ -105,7 +105,7 @@ def mechanism_relation(report: Any) -> dict[str, Any]:
                 "why": "no claim states a relation for this mechanism"}
     if report.params.get("level", "claim") == "claim":
         return {"claimed": audited.words(), "audited": audited.words(), "same": True, "why": None}
-    return {"claimed": audited.words(), "audited": "replace-one, one record", "same": False,
+    return {"claimed": audited.words(), "audited": Neighbours("replace-one", "record").words(), "same": False,
             "why": "the table asks for the record level (level = \"record\"): a measurement of the premise, "
                    "not of the claim's relation"}
 
@@ -203,11 +203,9 @@ def canary_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
     confidence = f"{record['confidence']:.0%} confidence"
     forced = f"the canary forces ε ≥ {eps_lb:.4g} at δ = {delta:.3g} ({confidence})"
     if claimed is None:
-        return {"status": "not evaluable", "statement": None, "reason": f"no DP claim is made; {forced}",
-                "conditions": []}
+        return Verdict("not evaluable", None, f"no DP claim is made; {forced}").as_dict()
     if record.get("unaudited"):
-        return {"status": "not evaluable", "statement": None, "reason": f"{record['unaudited']}; {forced}",
-                "conditions": []}
+        return Verdict("not evaluable", None, f"{record['unaudited']}; {forced}").as_dict()
     if record.get("delta_lb") is not None:
         delta_lb = record["delta_lb"]
         exceeds = delta_lb > delta
@@ -233,7 +231,7 @@ def canary_relation(game: Game) -> dict[str, Any]:
     """The neighbouring relation the canary audit tests beside the one its claim states, and why
     they differ where they do (the channel's `unaudited`)."""
     channel, neighbours = game.channel, game.claim.neighbours
-    audited = f"{channel.adjacency}, {'one record' if channel.unit == 'record' else 'one sample' + chr(39) + 's gradient'}"
+    audited = Neighbours(channel.adjacency, channel.unit).words()
     if neighbours is None:
         return {"claimed": None, "audited": audited, "same": False, "why": "the defense claims no privacy"}
     same = (channel.adjacency, channel.unit) == (neighbours.change, neighbours.unit)
@@ -321,8 +319,7 @@ def audit_row(cell: AuditCell) -> dict[str, Any]:
         found = {**_EMPTY, "subject": table.mechanism or cell.training.label, "defense": None,
                  "defense_label": None if cell.training is None else cell.training.label,
                  "delta": table.delta, "confidence": table.confidence, "samples": None,
-                 "verdict": {"status": "not evaluable", "statement": None, "reason": f"the audit failed: {reason}",
-                             "conditions": []},
+                 "verdict": Verdict("not evaluable", None, f"the audit failed: {reason}").as_dict(),
                  "status": f"failed: {reason}"}
     return {
         "type": "audit",
