@@ -8,10 +8,10 @@ simulation against many worlds per simulation, measured in the same run.
 Set-up (issue 14's acceptance): digits cut to 200 training records, 4 agents on a complete graph
 (50 records each), the `logreg` model, B = 10 (Poisson rate q = 0.2), η = 0.5, C = 1, δ = 1e-5,
 30 rounds; the victim is agent 0, the attacker a global listener, the canary a white-box gradient
-canary (`attacks/canaries.py`), the score the per-round likelihood ratio summed over the rounds
-heard (`attacks/channels.py`), the threshold fixed in advance from the mechanism's law (protocol
+canary (`attacks/audit/canaries.py`), the score the per-round likelihood ratio summed over the rounds
+heard (`attacks/audit/channels.py`), the threshold fixed in advance from the mechanism's law (protocol
 "model"). `ratio` is ε_LB/ε_sound (≤ 1 for a sound claim); `estimate` is the uncapped GDP
-estimate (`attacks/estimates.py`), above ε_sound when the runs leak more than the accountant allows.
+estimate (`attacks/audit/estimates.py`), above ε_sound when the runs leak more than the accountant allows.
 
 The one-run audit (Steinke et al. 2023) prints ε_LB, μ_LB (Mahloujifar et al. 2024) and
 `eps_if_gaussian_curve`, the ε of μ_LB-GDP: that holds only for a mechanism whose privacy curve is
@@ -31,7 +31,7 @@ import time
 
 import torch
 
-from attacks.canary import audit_game, one_run_game, ratio, scores
+from attacks.audit.canary_audit import audit_game, one_run_game, ratio, scores
 from privaudit.campaign.audit_findings import game_for_table
 
 DATA = {"dataset": "digits", "max_train": 200}

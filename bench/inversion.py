@@ -51,8 +51,8 @@ import time
 
 import torch
 
-from attacks.extract import Target
-from attacks.inversion import DLG, BatchInversion, InvertingGradients, extract_labels
+from attacks.views.extraction import Target
+from attacks.inversion.gradient_matching import DLG, BatchInversion, InvertingGradients, extract_labels
 from privaudit import threads
 from privaudit.data import Dataset, load_dataset
 from privaudit.flatmodel import FlatModel

@@ -217,7 +217,7 @@ def _number(value) -> str:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from attacks.audit import audit
+    from attacks.audit.mechanism_audit import audit
 
     report = audit(args.mechanism, _key_values(args.param), adjacency=args.adjacency, dim=args.dim,
                    releases=args.releases, samples=args.samples, confidence=args.confidence, delta=args.delta,

@@ -8,7 +8,7 @@ Statuses, from the worst finding down, each claimed only as far as the rows show
 - **refuted**: an audit's verdict is "refuted" (its lower bound exceeds a claim that rests on no
   assumed constant, at the claim's own neighbouring relation, inside the theorem's range);
 - **conditionally refuted**: the bound exceeds a claim evaluated with constants the paper never
-  gives, for the range of each constant the verdict states (`attacks.verdict`);
+  gives, for the range of each constant the verdict states (`attacks.audit.verdict`);
 - **outside range**: the claim lies outside its theorem's range in the run (a condition of the
   theorem or of a lemma its proof uses fails), so no audit can refute it;
 - **understated**: the claim's ε (or δ) is below the sound accountant's for the mechanism the code

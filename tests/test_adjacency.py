@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from attacks.audit import audit
-from attacks.channels import CHANNELS
-from attacks.mechanisms import MECHANISMS
+from attacks.audit.mechanism_audit import audit
+from attacks.audit.channels import CHANNELS
+from attacks.audit.mechanisms import MECHANISMS
 from privaudit.campaign.audit_findings import canary_relation, game_for_table, mechanism_relation
 
 LOGREG = {"topology": "ring", "agents": 3, "model": "logreg", "rounds": 4}

@@ -10,17 +10,9 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import binom, norm
 
-from attacks.audit import (
-    Bound,
-    audit,
-    clopper_pearson_upper,
-    default_samples,
-    delta_lower_bound,
-    eps_lower_bound,
-    estimate,
-    judge,
-)
-from attacks.mechanisms import MECHANISMS, Mechanism, MechanismClaim, MechanismParams, Pair, build
+from attacks.audit.bounds import Bound, clopper_pearson_upper, delta_lower_bound, eps_lower_bound
+from attacks.audit.mechanism_audit import audit, default_samples, estimate, judge
+from attacks.audit.mechanisms import MECHANISMS, Mechanism, MechanismClaim, MechanismParams, Pair, build
 from privaudit.accounting import Claim
 from privaudit.cli import main
 

@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from attacks import extract
-from attacks.extract import EXTRACTORS, Target
+from attacks.views import extraction as extract
+from attacks.views.extraction import EXTRACTORS, Target
 from privaudit.campaign.cells import expand, expand_attacks
 from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.run import run_campaign

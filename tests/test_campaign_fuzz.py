@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attacks.canaries import CANARY_KINDS
-from attacks.extract import EXTRACTORS
-from attacks.inversion import INVERSIONS
-from attacks.mechanisms import MECHANISMS, NORMS
+from attacks.audit.canaries import CANARY_KINDS
+from attacks.views.extraction import EXTRACTORS
+from attacks.inversion.gradient_matching import INVERSIONS
+from attacks.audit.mechanisms import MECHANISMS, NORMS
 from defenses import DEFENSES
 from privaudit.campaign.cells import expand_all
 from privaudit.campaign.config import (AUDIT_KINDS, CANARY_METHODS, MEMBERSHIP_TARGETS, PROTOCOLS, AttackConfig,

@@ -241,7 +241,7 @@ def test_losses_keep_the_margins_cross_entropy_rounds_to_zero():
     ordered by margin, and agrees with cross-entropy where that does not round."""
     import torch.nn.functional as F
 
-    from attacks.membership import logit_confidence
+    from attacks.membership.scores import logit_confidence
     from privaudit.campaign.membership_findings import _outputs
     from privaudit.flatmodel import FlatModel
 

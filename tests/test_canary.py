@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch import Tensor
 
-from attacks.canary import audit_game, scores
-from attacks.canary_statistics import model_bound, simulated_scores
-from attacks.channels import CHANNELS, DPSGDChannel, RoundLaw
-from attacks.extract import EXTRACTORS, Target, dpsgd_state_difference
-from attacks.one_run import gdp_eps
+from attacks.audit.canary_audit import audit_game, scores
+from attacks.audit.canary_statistics import model_bound, simulated_scores
+from attacks.audit.channels import CHANNELS, DPSGDChannel, RoundLaw
+from attacks.views.extraction import EXTRACTORS, Target, dpsgd_state_difference
+from attacks.audit.one_run import gdp_eps
 from defenses.base import DEFENSES
 from defenses.dpsgd import DPDPSGD
 from privaudit.campaign.audit_findings import canary_audit, canary_verdict, game_for_table, one_run_audit

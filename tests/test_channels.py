@@ -7,8 +7,8 @@ import pytest
 import torch
 from scipy.stats import binom, laplace, norm
 
-from attacks.canary import make_game, world
-from attacks.channels import CHANNELS, RoundLaw, log_likelihood_ratio
+from attacks.audit.canary_audit import make_game, world
+from attacks.audit.channels import CHANNELS, RoundLaw, log_likelihood_ratio
 from defenses import DEFENSES
 from privaudit.sim import simulate
 from privaudit.worlds import Replicated, world_agents

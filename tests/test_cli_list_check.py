@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from attacks.extract import EXTRACTORS
-from attacks.inversion import INVERSIONS
-from attacks.mechanisms import MECHANISMS
+from attacks.views.extraction import EXTRACTORS
+from attacks.inversion.gradient_matching import INVERSIONS
+from attacks.audit.mechanisms import MECHANISMS
 from defenses import DEFENSES
 from privaudit.campaign.catalogue import CATEGORIES, parameters
 from privaudit.cli import main

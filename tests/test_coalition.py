@@ -1,4 +1,4 @@
-"""The coalition threat model (attacks/coalition.py, privaudit/campaign/coalition_findings.py):
+"""The coalition threat model (attacks/coalition/knowledge.py, privaudit/campaign/coalition_findings.py):
 exact recovery where the algebra is exact, identifiability computed from the system, and a
 campaign that runs it on every shipped defense it names."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.coalition import exposure, knowledge_system, recover
+from attacks.coalition.knowledge import exposure, knowledge_system, recover
 from privaudit.errors import ConfigError
 from privaudit.topology import Topology
 from privaudit.wire import Disclosure, Kind, Message, PublicKnowledge, Transcript

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from attacks.extract import (
+from attacks.views.extraction import (
     EXTRACTORS,
     KINDS,
     dpdl_cross_gradient,

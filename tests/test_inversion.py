@@ -15,10 +15,10 @@ import pytest
 import torch
 from torch import nn
 
-from attacks.extract import Clipping, Target
-from attacks.inversion import (DLG, IDLG, INVERSIONS, PAIR_DTYPE, BatchInversion, InvertingGradients,
-                               _CurvatureMemory, extract_labels, squared_distance)
-from attacks.release import release
+from attacks.views.extraction import Clipping, Target
+from attacks.inversion.gradient_matching import (DLG, IDLG, INVERSIONS, PAIR_DTYPE, BatchInversion, InvertingGradients,
+                                                 _CurvatureMemory, extract_labels, squared_distance)
+from attacks.inversion.replay import release
 from privaudit.data import load_dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad

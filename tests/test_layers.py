@@ -3,7 +3,7 @@ reports / CLI, nothing importing upward, no import circle, and reports free of t
 
 A broken contract fails with the import chain that breaks it, e.g.
 
-    attacks import no campaign machinery, report or CLI: attacks.canary:51 -> privaudit.campaign.cells
+    attacks import no campaign machinery, report or CLI: attacks.audit.canary_audit:51 -> privaudit.campaign.cells
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ the rounding). Run in float64, the same extractor recovers the update to ≈ 1e-
 
 import torch
 
-from attacks.extract import Clipping, Target, lt_admm_bridge_update, lt_admm_state
-from attacks.inversion import IDLG
-from attacks.release import release
+from attacks.views.extraction import Clipping, Target, lt_admm_bridge_update, lt_admm_state
+from attacks.inversion.gradient_matching import IDLG
+from attacks.inversion.replay import release
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad, smooth_clip

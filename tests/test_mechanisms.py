@@ -9,15 +9,7 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution
 from scipy.stats import laplace, norm
 
-from attacks.mechanisms import (
-    MECHANISMS,
-    NORMS,
-    GaussianMixtureFactor,
-    Pair,
-    Setting,
-    build,
-    privacy_curve,
-)
+from attacks.audit.mechanisms import MECHANISMS, NORMS, GaussianMixtureFactor, Pair, Setting, build, privacy_curve
 from privaudit.errors import ConfigError
 from privaudit.quantizers import ternary_pmf, ternary_tv, worst_case_delta
 

@@ -5,8 +5,8 @@ over restarts and differentiable in the candidates."""
 import pytest
 import torch
 
-from attacks.extract import Clipping, Target, dpdl_cross_gradient
-from attacks.release import images_per_target, release
+from attacks.views.extraction import Clipping, Target, dpdl_cross_gradient
+from attacks.inversion.replay import images_per_target, release
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad, clip_l1, per_sample_grads, smooth_clip

@@ -309,7 +309,7 @@ def test_one_rule_for_assumed_constants_and_theorem_ranges():
     """Issue 22: a bound above a claim that rests on assumed constants refutes it only for the
     range of each constant solved from the claim's law (ε ∝ c₂: c₂ < assumed · ε_LB/ε); a claim
     outside its theorem's range is never refuted; the canary and the mechanism audits share the rule."""
-    from attacks.verdict import decide
+    from attacks.audit.verdict import decide
     from privaudit.accounting import OUTSIDE_RANGE, AssumedConstant
     from privaudit.campaign.audit_findings import canary_verdict
 

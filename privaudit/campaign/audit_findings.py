@@ -1,7 +1,7 @@
 """Audit findings: the results rows of a campaign's `[[audit]]` tables.
 
-A mechanism audit (`attacks.audit.audit`) samples one release in isolation; a canary audit
-(`attacks.canary.audit_game`) trains a defense many times with and without a canary record. Both
+A mechanism audit (`attacks.audit.mechanism_audit.audit`) samples one release in isolation; a canary audit
+(`attacks.audit.canary_audit.audit_game`) trains a defense many times with and without a canary record. Both
 end in an ε lower bound at a stated confidence, which a row sets beside the claim and the sound ε
 with a verdict, in one shape for both kinds (the report reads only these common fields; the
 audit's own record is kept under `detail`):
@@ -19,13 +19,13 @@ adjacency, how the test was chosen).
 A canary audit's verdict compares ε_LB with the ε the paper's formula gives (`eps_claimed`) at
 the claim's δ, and a mechanism audit's its δ_LB at the claimed ε with the claimed δ; what that
 means for the claim (refuted, refuted only for a range of assumed constants, outside the
-theorem's range, ...) is decided by the one rule of `attacks.verdict` for both. A defense that
+theorem's range, ...) is decided by the one rule of `attacks.audit.verdict` for both. A defense that
 claims no privacy has nothing to refute, and its bound stands alone. `findings` are the claim's
 analytic findings and, for a mechanism audit of a claim whose relation the code does not enforce
-for records, the record-level measurement (`attacks.audit`'s premise).
+for records, the record-level measurement (`attacks.audit.mechanism_audit`'s premise).
 
 A canary audit's game is built here from a campaign cell or a `[[defense]]` table
-(`game_for_cell`, `game_for_table`): `attacks.canary` takes a set-up and a defense's parameters,
+(`game_for_cell`, `game_for_table`): `attacks.audit.canary_audit` takes a set-up and a defense's parameters,
 and only this layer knows how a campaign turns into them.
 """
 
@@ -35,12 +35,13 @@ import math
 import time
 from typing import Any
 
-from attacks.audit import audit, perfect_test_eps
-from attacks.canary import Game, audit_game, make_game, one_run_game
-from attacks.one_run import one_run_eps
-from attacks.canary_statistics import SELECT_FRACTION
-from attacks.mechanisms import MECHANISMS
-from attacks.verdict import Verdict, decide
+from attacks.audit.bounds import perfect_test_eps
+from attacks.audit.mechanism_audit import audit
+from attacks.audit.canary_audit import Game, audit_game, make_game, one_run_game
+from attacks.audit.one_run import one_run_eps
+from attacks.audit.canary_statistics import SELECT_FRACTION
+from attacks.audit.mechanisms import MECHANISMS
+from attacks.audit.verdict import Verdict, decide
 from privaudit.accounting import Claim, Neighbours
 from privaudit import __version__
 from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand
@@ -111,7 +112,7 @@ def mechanism_relation(report: Any) -> dict[str, Any]:
 
 
 def game_options(table: AuditConfig) -> dict[str, Any]:
-    """The canary game's options that a `[[audit]]` table sets (`attacks.canary.make_game`)."""
+    """The canary game's options that a `[[audit]]` table sets (`attacks.audit.canary_audit.make_game`)."""
     return {"victim": table.victim, "threat": table.threat, "observer": table.observer, "links": table.links,
             "canary": table.canary, "canary_label": table.canary_label, "canary_scale": table.canary_scale,
             "scenarios": table.channels}
@@ -119,7 +120,7 @@ def game_options(table: AuditConfig) -> dict[str, Any]:
 
 def game_for_cell(cell: Cell, count: int = 1, **options: Any) -> Game:
     """The canary game of one training cell (its data, run shape, hyperparameters and seed), with
-    `count` canaries and `attacks.canary.make_game`'s options; every problem is a one-line
+    `count` canaries and `attacks.audit.canary_audit.make_game`'s options; every problem is a one-line
     ConfigError."""
     return make_game(build_setup(cell), cell.run.kind, cell.params, cell.run.rounds, count=count, **options)
 
@@ -140,7 +141,7 @@ def canary_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *,
                  confidence: float = 0.95, delta: float | None = None, seed: int = 0, null: bool = False,
                  protocol: str = "auto", worlds: int | None = None, **options: Any) -> dict[str, Any]:
     """The repeated-runs canary audit of one defense table (`game_for_table`, then
-    `attacks.canary.audit_game`)."""
+    `attacks.audit.canary_audit.audit_game`)."""
     game = game_for_table(defense, data, seed=seed, **options)
     return audit_game(game, runs=runs, confidence=confidence, delta=delta, seed=seed, null=null, protocol=protocol,
                       worlds=worlds)
@@ -150,7 +151,7 @@ def one_run_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *
                   guesses: int = 20, confidence: float = 0.95, delta: float | None = None, seed: int = 0,
                   **options: Any) -> dict[str, Any]:
     """The one-run audit of one defense table (`game_for_table` with `canaries` canaries, then
-    `attacks.canary.one_run_game`)."""
+    `attacks.audit.canary_audit.one_run_game`)."""
     game = game_for_table(defense, data, seed=seed, count=canaries, **options)
     return one_run_game(game, guesses=guesses, confidence=confidence, delta=delta, seed=seed)
 
@@ -194,7 +195,7 @@ def _counted(record: dict[str, Any]) -> str:
 
 def canary_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
     """The canary audit's verdict on `claim` (the defense's, for the run audited), by the one rule
-    of `attacks.verdict`: the bound exceeds the claim when the canary's ε_LB exceeds the ε the
+    of `attacks.audit.verdict`: the bound exceeds the claim when the canary's ε_LB exceeds the ε the
     paper's formula gives at the claim's δ (for a (0, δ) claim: when δ_LB at ε = 0 exceeds the
     claimed δ). The audit could not have refuted the claim when even an error-free test on its
     runs stays at or below it. Not evaluable when the defense claims no privacy, or when the

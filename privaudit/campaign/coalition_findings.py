@@ -1,5 +1,5 @@
 """Coalition findings: what a coalition of curious agents recovers of every other agent
-(`attacks.coalition`), each recovered update inverted by the table's attack and scored against
+(`attacks.coalition.knowledge`), each recovered update inverted by the table's attack and scored against
 that agent's batch, written as one results row per attacked round with a figure of the graph
 coloured by exposure.
 
@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from attacks.coalition import DYNAMICS, dynamics, recover
-from attacks.extract import Target
-from attacks.record_fit import fit_problem, fit_records
+from attacks.coalition.knowledge import DYNAMICS, dynamics, recover
+from attacks.views.extraction import Target
+from attacks.coalition.record_fit import fit_problem, fit_records
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.cells import AttackCell

@@ -27,14 +27,14 @@ from typing import Annotated, Any
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError,
                       field_validator, model_validator)
 
-from attacks.audit import check_size
-from attacks.canaries import CANARY_KINDS
-from attacks.channels import CHANNELS
-from attacks.coalition import DYNAMICS
-from attacks.extract import EXTRACTORS, MODEL_VIEWS
-from attacks.inversion import INVERSIONS
-from attacks.mechanisms import MECHANISMS, NORMS
-from attacks.membership import RMIA_SCORES
+from attacks.audit.mechanism_audit import check_size
+from attacks.audit.canaries import CANARY_KINDS
+from attacks.audit.channels import CHANNELS
+from attacks.coalition.knowledge import DYNAMICS
+from attacks.views.extraction import EXTRACTORS, MODEL_VIEWS
+from attacks.inversion.gradient_matching import INVERSIONS
+from attacks.audit.mechanisms import MECHANISMS, NORMS
+from attacks.membership.scores import RMIA_SCORES
 from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams
 from defenses.external import origin, resolve
@@ -256,7 +256,7 @@ class AttackConfig(ThreatConfig):
     It attacks every run of the defense tables it names (`defense`, by label; all tables with
     the scenario when omitted), at every seed: one cell per (run, seed, round), all cells of one
     (run, seed) sharing one training run. Every key not listed here is a parameter of the
-    attack (`attacks.inversion.INVERSIONS[kind]`'s fields).
+    attack (`attacks.inversion.gradient_matching.INVERSIONS[kind]`'s fields).
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -308,7 +308,7 @@ class MembershipConfig(ThreatConfig):
     victim agent's records, on every run of the defense tables it names, at every seed.
 
     `target = "intercepted"`: the victim's model as the threat model hears it at each of `rounds`
-    (`attacks.extract.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
+    (`attacks.views.extraction.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
     `victims` pools several agents into one finding: each one's records are members against its
     own model, and the non-members are dealt out among them, so the ROC has more members than one
     small local dataset gives.
@@ -372,17 +372,17 @@ PROTOCOLS = ("auto", "model", "held-out")
 
 
 class AuditConfig(BaseModel):
-    """One `[[audit]]` table: an empirical DP lower bound set beside a claim (`attacks/audit.py`).
+    """One `[[audit]]` table: an empirical DP lower bound set beside a claim (`attacks/audit/mechanism_audit.py`).
 
     `kind = "mechanism"`: a mechanism sampled in isolation (`mechanism`, one of
-    `attacks.mechanisms.MECHANISMS`, with its `params`), neighbours searched under `adjacency` at
+    `attacks.audit.mechanisms.MECHANISMS`, with its `params`), neighbours searched under `adjacency` at
     `dim`, `releases` releases seen together, `samples` observations per input, and the bound
     re-estimated at each size in `curve` for the tightness-against-samples figure; one cell per seed.
     `kind = "canary"`: each run of the named defense tables (`defense`, by label; every table a
-    canary audit supports when omitted), scored from what `threat` hears (`attacks/canary.py`; the
+    canary audit supports when omitted), scored from what `threat` hears (`attacks/audit/canary_audit.py`; the
     eavesdropper's `links` and the curious neighbour's `observer` as for attacks), through the
-    defense's canary `channels` that tap hears (all by default; `attacks/channels.py`); one cell
-    per run and seed. `canary` is the kind planted (`attacks/canaries.py`): "gradient" (white-box
+    defense's canary `channels` that tap hears (all by default; `attacks/audit/channels.py`); one cell
+    per run and seed. `canary` is the kind planted (`attacks/audit/canaries.py`): "gradient" (white-box
     gradient canaries, the strongest), "record" (a crafted input) or "outlier". `method =
     "repeated"` trains it `runs` times per world, with and without the canary at `victim`;
     `"one_run"` trains it once with `canaries` canaries, each in the victim's data with probability

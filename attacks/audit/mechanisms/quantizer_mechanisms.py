@@ -11,11 +11,11 @@ import math
 import numpy as np
 from pydantic import Field
 
-from attacks.mechanisms.adjacency import Pair, Setting, norm_name
-from attacks.mechanisms.base import Mechanism, MechanismParams, register
-from attacks.mechanisms.claims import MechanismClaim, Sound, _flat
-from attacks.mechanisms.laws import Factor, PmfFactor
-from attacks.mechanisms.location import _unit
+from attacks.audit.mechanisms.adjacency import Pair, Setting, norm_name
+from attacks.audit.mechanisms.base import Mechanism, MechanismParams, register
+from attacks.audit.mechanisms.claims import MechanismClaim, Sound, _flat
+from attacks.audit.mechanisms.laws import Factor, PmfFactor
+from attacks.audit.mechanisms.location import _unit
 from privaudit.accounting import Claim, Neighbours
 from privaudit.errors import ConfigError
 

@@ -2,11 +2,11 @@
 attacker hears, turned into an ε lower bound, with the numbers kept apart.
 
 The game (Jagielski et al. 2020; Nasr et al. 2021, 2023): runs of the defense on the victim's data
-without and with a canary (`attacks.canaries`), each with its own draw of the defense's randomness
+without and with a canary (`attacks.audit.canaries`), each with its own draw of the defense's randomness
 (batches, noise). The attacker hears what its threat model allows, rebuilds the victim's released
 gradients round by round with the suite's extractors, projects them on the canary's direction and
 sums, over the rounds it heard, the log-likelihood ratio of the mechanism the defense really runs
-(`attacks.channels`). The two samples of that score are a hypothesis test between neighbouring
+(`attacks.audit.channels`). The two samples of that score are a hypothesis test between neighbouring
 datasets.
 
 Many worlds cheaply: the runs of one side are simulated `worlds` at a time as one run on `worlds`
@@ -17,12 +17,12 @@ little in memory.
 Three kinds of number, never confused:
 
 * **rigorous**: ε_LB at δ from the test "canary in when the score exceeds t", its FPR and FNR
-  bounded by Clopper–Pearson at √confidence each (`attacks.audit.bound_test`), so the bound holds
+  bounded by Clopper–Pearson at √confidence each (`attacks.audit.bounds.bound_test`), so the bound holds
   at the stated confidence. The threshold must not be chosen on the runs it is counted on: when the
   mechanism's law is known in advance (a gradient canary in a noisy channel) t is chosen on scores
   *simulated from that law*, and every run counts (`protocol = "model"`); otherwise on a held-out
   quarter of the runs (`protocol = "held-out"`, `choose_threshold`).
-* **estimate**: a Gaussian-DP estimate of ε from the two score samples (`attacks.estimates`), named
+* **estimate**: a Gaussian-DP estimate of ε from the two score samples (`attacks.audit.estimates`), named
   as an estimate, calibrated to 0 on null audits, never capped: it measures the runs, so it
   exceeds the sound ε when the runs leak more than the claimed mechanism allows.
 * **claim**: the defense's claimed ε and sound ε, beside them.
@@ -30,7 +30,7 @@ Three kinds of number, never confused:
 `one_run_game` is the one-training-run variant (Steinke, Nasr & Jagielski 2023; Mahloujifar, Melis &
 Chaudhuri 2024): many canaries, each in the victim's data with probability ½, the same score per
 canary, and ε_LB from the count of right guesses among the highest and lowest scored
-(`attacks.one_run`).
+(`attacks.audit.one_run`).
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attacks.canaries import (CANARY_KINDS, Canaries, gradient_canaries, outlier_canaries, record_canaries,
-                              with_records)
-from attacks.canary_statistics import MODEL_SAMPLES, Laws, held_out_bound, model_bound, simulated_scores
-from attacks.channels import CHANNELS, Channel, RoundLaw, log_likelihood_ratio
-from attacks.estimates import gdp_estimate
-from attacks.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu
+from attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, outlier_canaries, record_canaries,
+                                    with_records)
+from attacks.audit.canary_statistics import MODEL_SAMPLES, Laws, held_out_bound, model_bound, simulated_scores
+from attacks.audit.channels import CHANNELS, Channel, RoundLaw, log_likelihood_ratio
+from attacks.audit.estimates import gdp_estimate
+from attacks.audit.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu
 from defenses import DEFENSES
 from defenses.base import DefenseParams
 from privaudit.accounting import Claim
@@ -275,10 +275,10 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
                seed: int = 0, null: bool = False, worlds: int | None = None, workers: int = 1,
                protocol: str = "auto") -> dict[str, Any]:
     """`runs` runs per world, ε_LB at δ (`audit_delta`) with `confidence` and, when 0 < δ < 1, the
-    GDP estimate (`attacks.estimates`), beside the defense's claimed and sound ε. `null` runs the
+    GDP estimate (`attacks.audit.estimates`), beside the defense's claimed and sound ε. `null` runs the
     canary-free world on both sides (the attacker still scores against the canary): a calibration
     whose ε_LB must be 0 but for a (1 − confidence) chance, and its estimate 0 but for a
-    `attacks.estimates.NULL_RATE` chance. `protocol`: "model" (threshold from the law),
+    `attacks.audit.estimates.NULL_RATE` chance. `protocol`: "model" (threshold from the law),
     "held-out", or "auto" (the model when the canary is a gradient canary and the channel has a
     noise law). Returns a JSON-ready record."""
     if runs < _MIN_RUNS:
@@ -367,7 +367,7 @@ def one_run_game(game: Game, *, guesses: int = 20, confidence: float = 0.95, del
     count of right guesses gives ε_LB by Steinke et al.'s (ε, δ) analysis (rigorous for any
     mechanism), and μ_LB by Mahloujifar et al.'s f-DP analysis with Gaussian trade-off curves
     (rigorous: no μ-GDP mechanism below it gives that count), beside the ε that μ_LB means if the
-    mechanism's curve is Gaussian (`attacks.one_run`). Returns a JSON-ready record like
+    mechanism's curve is Gaussian (`attacks.audit.one_run`). Returns a JSON-ready record like
     `audit_game`'s."""
     count = len(game.canaries)
     if not (1 <= guesses and 2 * guesses <= count):

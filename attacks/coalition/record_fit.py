@@ -2,7 +2,7 @@
 records themselves to everything the coalition heard.
 
 El Mrini, Cyffers & Bellet (ICML 2024) attack decentralized gradient descent with the
-knowledge system of `attacks.coalition`, treating each agent's gradient as constant over the
+knowledge system of `attacks.coalition.knowledge`, treating each agent's gradient as constant over the
 window; the drift of the gradient is what that assumption costs, and on a line it grows with
 every hop. Where each agent's update is the full gradient of one record (full-batch D-GD on one
 record: B = 1 with one record per agent), the gradient is no unknown at all once the record is
@@ -42,8 +42,8 @@ import torch
 from torch import Tensor
 from torch.func import grad, jacfwd
 
-from attacks.analytic import first_layer_problem
-from attacks.labels import extract_labels
+from attacks.inversion.analytic import first_layer_problem
+from attacks.inversion.labels import extract_labels
 from privaudit.flatmodel import FlatModel
 from privaudit.wire import Kind, Transcript
 

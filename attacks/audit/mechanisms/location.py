@@ -14,9 +14,9 @@ from abc import abstractmethod
 
 import numpy as np
 
-from attacks.mechanisms.adjacency import Pair, Setting, l2_reach
-from attacks.mechanisms.base import Mechanism
-from attacks.mechanisms.laws import Factor, GaussianFactor, LaplaceFactor, PrivacyCurve, privacy_curve
+from attacks.audit.mechanisms.adjacency import Pair, Setting, l2_reach
+from attacks.audit.mechanisms.base import Mechanism
+from attacks.audit.mechanisms.laws import Factor, GaussianFactor, LaplaceFactor, PrivacyCurve, privacy_curve
 
 
 def _unit(dim: int, k: int = 0) -> np.ndarray:

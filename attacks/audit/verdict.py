@@ -1,6 +1,6 @@
 """One rule that turns an audit's bound into a verdict on a claim, for every kind of audit.
 
-A mechanism audit (`attacks.audit`) and a canary audit (`attacks.canary`, judged in
+A mechanism audit (`attacks.audit.mechanism_audit`) and a canary audit (`attacks.audit.canary_audit`, judged in
 `privaudit.campaign.audit_findings`) each measure a bound and say whether it exceeds the claim,
 at the claim's own neighbouring relation (`privaudit.accounting.Neighbours`). What that means
 for the claim is decided here, the same way for both, so two audits of the same release cannot

@@ -13,9 +13,9 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from attacks.mechanisms.adjacency import Pair, Setting
-from attacks.mechanisms.claims import MechanismClaim, Sound
-from attacks.mechanisms.laws import Factor
+from attacks.audit.mechanisms.adjacency import Pair, Setting
+from attacks.audit.mechanisms.claims import MechanismClaim, Sound
+from attacks.audit.mechanisms.laws import Factor
 from privaudit.errors import ConfigError
 
 

@@ -1,11 +1,11 @@
 """What the two samples of an audit's score say: rigorous ε (or δ) lower bounds.
 
-The rigorous bound is the one `attacks.audit` gives any test: "canary in when the score exceeds
+The rigorous bound is the one `attacks.audit.mechanism_audit` gives any test: "canary in when the score exceeds
 t", its FPR and FNR bounded by Clopper–Pearson at √confidence each (`bound_test`). What makes it
 rigorous is that t is chosen without looking at the runs it is counted on:
 
 * `model_bound`: t is chosen on scores *simulated from the mechanism's law* (`simulated_scores`:
-  the per-round law of `attacks.channels`, no training), at the audit's run counts
+  the per-round law of `attacks.audit.channels`, no training), at the audit's run counts
   (`predicted_threshold`), and every run counts. When the law describes the release exactly (a
   gradient canary along a quiet direction of a Gaussian channel) this chooses the test the runs
   themselves would, without paying for a held-out split;
@@ -16,7 +16,7 @@ rigorous is that t is chosen without looking at the runs it is counted on:
 The mechanism's law only chooses the test; no ε is computed from it. An ε read off the assumed
 law restates the accountant's premise instead of measuring the runs (a law-anchored estimate, capped
 at the sound ε, reported 7.93 for a mechanism of true ε 29.8 that ran half its stated noise), so
-the estimate beside the bound is `attacks.estimates`' GDP estimate, which reads the runs alone.
+the estimate beside the bound is `attacks.audit.estimates`' GDP estimate, which reads the runs alone.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import torch
 from scipy.stats import norm
 from torch import Tensor
 
-from attacks.audit import SELECT_FRACTION, bound_test, choose_test, clopper_pearson_upper
-from attacks.channels import Adjacency, RoundLaw, log_likelihood_ratio
+from attacks.audit.bounds import SELECT_FRACTION, bound_test, choose_test, clopper_pearson_upper
+from attacks.audit.channels import Adjacency, RoundLaw, log_likelihood_ratio
 from privaudit.errors import ConfigError
 
 Laws = list[tuple[RoundLaw, Tensor]]
@@ -90,7 +90,7 @@ def choose_threshold(held_out: np.ndarray, held_in: np.ndarray, delta: float, co
     noise and other records' projections); the FNR by the held-out fraction, because the scores
     with the canary mix over how often it was sampled, a left tail no normal law fits.
 
-    Why not `attacks.audit.choose_test` on the held-out scores: with tens of runs its argmax sits
+    Why not `attacks.audit.bounds.choose_test` on the held-out scores: with tens of runs its argmax sits
     where one held-out sample ends, often in that mixture's tail, which the fresh runs do not
     reproduce (measured on DP-D-PSGD, σ = 1, 200 runs: held-out FPR 33/50 and FNR 0/50, fresh
     0.83 and 0.07, so ε_LB = 0)."""
@@ -110,7 +110,7 @@ def held_out_bound(scores_out: np.ndarray, scores_in: np.ndarray, target: str, a
                    confidence: float) -> dict[str, Any]:
     """The bound on `target` (ε at δ = `at`, or δ at ε = `at`) with the held-out protocol: the test
     chosen on the first `SELECT_FRACTION` of each sample (`choose_threshold` for ε,
-    `attacks.audit.choose_test` for δ), its rates bounded by `attacks.audit.bound_test` on the rest."""
+    `attacks.audit.bounds.choose_test` for δ), its rates bounded by `attacks.audit.bounds.bound_test` on the rest."""
     held_out = max(2, int(len(scores_out) * SELECT_FRACTION))
     held_in = max(2, int(len(scores_in) * SELECT_FRACTION))
     if held_out >= len(scores_out) or held_in >= len(scores_in):

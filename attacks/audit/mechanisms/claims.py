@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from attacks.mechanisms.adjacency import Setting
-from attacks.mechanisms.laws import PrivacyCurve
+from attacks.audit.mechanisms.adjacency import Setting
+from attacks.audit.mechanisms.laws import PrivacyCurve
 from privaudit.accounting import Claim
 
 

@@ -7,7 +7,7 @@ Machine Learning"), for white-box canary scores whose laws look Gaussian. It is 
 nothing makes it a lower or an upper bound, and it is only as good as the GDP model of the
 scores. It measures the runs and nothing else: no accountant caps it, so it exceeds the sound ε
 when the runs leak more than the accountant allows (a defense whose noise is smaller than it
-states). The project's bounds live in `attacks.audit` and `attacks.one_run`.
+states). The project's bounds live in `attacks.audit.mechanism_audit` and `attacks.audit.one_run`.
 
 The rule, and why. μ̂ is the standardised mean difference (x̄_in − x̄_out)/s_pooled: for a μ-GDP
 pair seen through its log-likelihood ratio, whose laws are N(−μ²/2, μ²) and N(μ²/2, μ²), or
@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import t as student_t
 
-from attacks.one_run import gdp_eps
+from attacks.audit.one_run import gdp_eps
 from privaudit.errors import ConfigError
 
 NULL_RATE = 0.005
@@ -106,7 +106,7 @@ def standardised_mean_difference(scores_out: np.ndarray, scores_in: np.ndarray) 
 def gdp_estimate(scores_out: np.ndarray, scores_in: np.ndarray, delta: float) -> GdpEstimate:
     """The estimate of ε(δ) (module docstring): μ̂ kept when μ̂ > z·se (z the t quantile that makes
     a null sample positive with probability `NULL_RATE`), else 0; then ε of μ-GDP at δ
-    (`attacks.one_run.gdp_eps`), whatever the accountant says."""
+    (`attacks.audit.one_run.gdp_eps`), whatever the accountant says."""
     scores_out = np.asarray(scores_out, dtype=np.float64).ravel()
     scores_in = np.asarray(scores_in, dtype=np.float64).ravel()
     if min(len(scores_out), len(scores_in)) < 2:

@@ -1,5 +1,6 @@
 """What an inversion attack returns, and the observer it may report its iterates to: shared by
-the optimising attacks (`attacks.inversion`) and the closed-form one (`attacks.analytic`)."""
+the optimising attacks (`attacks.inversion.gradient_matching`) and the closed-form one
+(`attacks.inversion.analytic`)."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ with p the softmax outputs and h the layer's inputs. Three facts follow, each us
   §3.1): summing over the batch, n_c = Σ_i p_ic − B s_c. Given the batch's mean softmax
   p̄_c = (1/B) Σ_i p_ic, the count is n_c = B (p̄_c − s_c), exactly. The attacker does not
   know p̄; Geng et al. estimate it from the model's outputs on dummy inputs, our batch attack
-  from its own first reconstruction (`attacks.inversion.BatchInversion`). Where the model's
+  from its own first reconstruction (`attacks.inversion.gradient_matching.BatchInversion`). Where the model's
   output does not depend on its input (a zero final weight, as some initialisations have) any
   input gives p̄ and the counts are exact.
 * Lower bounds: n_c ≥ −B s_c (as Σ_i p_ic ≥ 0), and n_c ≥ 1 for a class proven present.

@@ -12,11 +12,12 @@ import math
 import numpy as np
 from pydantic import Field
 
-from attacks.mechanisms.adjacency import Pair, Setting, l1_reach, norm_name
-from attacks.mechanisms.base import Mechanism, MechanismParams, register
-from attacks.mechanisms.claims import MechanismClaim, Sound, _from_curve, _pure
-from attacks.mechanisms.laws import Factor, PmfFactor, privacy_curve
-from attacks.mechanisms.location import GaussianLocation, _laplace_factors, _laplace_log_ratio, _location_pairs, _unit
+from attacks.audit.mechanisms.adjacency import Pair, Setting, l1_reach, norm_name
+from attacks.audit.mechanisms.base import Mechanism, MechanismParams, register
+from attacks.audit.mechanisms.claims import MechanismClaim, Sound, _from_curve, _pure
+from attacks.audit.mechanisms.laws import Factor, PmfFactor, privacy_curve
+from attacks.audit.mechanisms.location import (GaussianLocation, _laplace_factors, _laplace_log_ratio, _location_pairs,
+                                               _unit)
 from privaudit.accounting import Claim
 
 

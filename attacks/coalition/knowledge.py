@@ -20,7 +20,7 @@ in D-PSGD, the coalition's neighbours at the first round of the window. With the
 similarity assumption, agent k's gradient is one unknown g_k over the window: far more agents are
 determined, but the gradient moves by about s_t·‖∇²f‖·‖g‖ per round, and that drift is the error
 the assumption costs, amplified for agents far from the coalition (each hop weakens their trace
-in what the coalition hears). Where every agent trains on one fixed record, `attacks.record_fit`
+in what the coalition hears). Where every agent trains on one fixed record, `attacks.coalition.record_fit`
 needs no assumption: it fits the records themselves to the messages, and `recover` ranks what it
 finds between the two. The coalition's own gradients are known (its members disclose them
 to themselves).
@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attacks.extract import Target
+from attacks.views.extraction import Target
 from defenses.ternary import schedule as ternary_schedule
 from privaudit.topology import Topology
 from privaudit.wire import Disclosure, Kind, Message, PublicKnowledge, Transcript
@@ -249,7 +249,7 @@ EXPOSURES = ("exact", "fitted", "assumed", "hidden")
 """How an agent's update at the attacked round is determined by what the coalition heard: by the
 messages alone (`exact`: only the payloads' rounding errs), by the messages once every agent is
 taken to train on one fixed record (`fitted`: the records fitted to every heard message,
-`attacks.record_fit`; the fit's residual tests the hypothesis), only under the constant-gradient
+`attacks.coalition.record_fit`; the fit's residual tests the hypothesis), only under the constant-gradient
 assumption (`assumed`: the gradient's drift over the window errs, amplified with the distance), or
 not at all (`hidden`)."""
 
@@ -292,7 +292,7 @@ def recover(transcript: Transcript, coalition: Iterable[int], first: int, last: 
     """Every agent outside the coalition with its exposure and, unless hidden, its update at round
     `first` and the point it was computed at: from the assumption-free system where that
     determines it, else from the records fitted to the messages (`fitted`, from
-    `attacks.record_fit`, where its fit was accepted), else from the constant-gradient system."""
+    `attacks.coalition.record_fit`, where its fit was accepted), else from the constant-gradient system."""
     members = sorted(set(coalition))
     exact = _determined(transcript, members, first, last, constant=False)
     assumed = _determined(transcript, members, first, last, constant=True)

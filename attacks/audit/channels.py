@@ -3,7 +3,7 @@ of the mechanism the defense really runs.
 
 An end-to-end canary audit listens to the running algorithm with a threat model's tap, turns the
 messages of each round into the victim's released gradients with the suite's extractors
-(`attacks.extract`: the attacker's whole view, nothing of the defense's state), projects each onto
+(`attacks.views.extraction`: the attacker's whole view, nothing of the defense's state), projects each onto
 the canary's direction, and scores the round by the log-likelihood ratio of that projection under
 the two worlds. One round's law, per defense, in units of the noise along the direction:
 
@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor
 
-from attacks.extract import EXTRACTORS, Extractor, dpdl_cross_gradient, dpdl_self_gradient
+from attacks.views.extraction import EXTRACTORS, Extractor, dpdl_cross_gradient, dpdl_self_gradient
 from defenses.ternary import schedule as ternary_schedule
 from defenses.tvss import Schedule
 from privaudit.accounting import Unit
@@ -162,7 +162,7 @@ def _fixed_batch(hyper: dict[str, Any], records: int) -> float:
 
 class DPSGDChannel(Channel):
     """D-PSGD / DP-D-PSGD: the released gradient at each round, exactly, from the state difference
-    (`attacks.extract.dpsgd_state_difference`). DP-D-PSGD: (Σ_b clip_C(g_b) + N(0, σ²C²I))/B, Poisson
+    (`attacks.views.extraction.dpsgd_state_difference`). DP-D-PSGD: (Σ_b clip_C(g_b) + N(0, σ²C²I))/B, Poisson
     rate q = B/|D_i| (the rate of the world without the canary); projected on a unit direction the
     noise is N(0, (σC/B)²), a canary in the batch adds its clipped length over B. D-PSGD: the plain
     batch mean of B records drawn without replacement, no noise."""

@@ -22,7 +22,7 @@ decreasing |∂L/∂b_j| (each a sample alone in one unit, or a mixture: nothing
 so a batch is scored over all its images, not only the exact ones.
 
 No optimisation and no ground truth: the images are read off the target. Labels are extracted
-for B = 1 only (`attacks.labels.extract_labels`); for a batch the recovered images carry none.
+for B = 1 only (`attacks.inversion.labels.extract_labels`); for a batch the recovered images carry none.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ import torch
 from pydantic import Field
 from torch import Tensor, nn
 
-from attacks.extract import Target
-from attacks.labels import extract_labels
-from attacks.reconstruction import Observer, Reconstruction
-from attacks.release import images_per_target
+from attacks.views.extraction import Target
+from attacks.inversion.labels import extract_labels
+from attacks.inversion.base import Observer, Reconstruction
+from attacks.inversion.replay import images_per_target
 from privaudit.data import Normalisation
 from privaudit.flatmodel import FlatModel
 

@@ -6,7 +6,7 @@ the batch size and the data's normalisation (which fixes the valid pixel box). T
 never reaches this module; `privaudit.metrics` scores the result against it afterwards.
 
 Four optimising attacks, each a frozen dataclass whose fields are its parameters (`INVERSIONS`
-maps names to them, with the closed-form `attacks.analytic.Analytic` as "analytic"):
+maps names to them, with the closed-form `attacks.inversion.analytic.Analytic` as "analytic"):
 
 * `DLG` — Deep Leakage from Gradients (Zhu et al. 2019, eq. 4): dummy images and dummy labels
   (logits through a softmax, fed to cross-entropy as soft targets) minimise the squared ℓ2
@@ -20,9 +20,9 @@ maps names to them, with the closed-form `attacks.analytic.Analytic` as "analyti
   decay, is `optimizer="adam"` (the class docstring says why, with the numbers).
 * `BatchInversion` — for batches with repeated labels: DLG's distance with a total-variation
   prior whose weight steps down (a continuation), the label counts read off the last layer
-  with the first stage's images (`attacks.labels`), then held fixed.
+  with the first stage's images (`attacks.inversion.labels`), then held fixed.
 
-The candidates are compared with the target through `attacks.release`: the defense's own map
+The candidates are compared with the target through `attacks.inversion.replay`: the defense's own map
 (its clipping rule, and for a multi-step target its τ local steps with their drift) replayed on
 the candidates, so a clipped or multi-step release is matched as what it is, not as a raw
 gradient; a multi-step target of batch size B is rebuilt as τ·B images, one batch per step.
@@ -59,11 +59,11 @@ from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 from torch.optim.lbfgs import _strong_wolfe
 
-from attacks.analytic import Analytic
-from attacks.extract import Target
-from attacks.labels import extract_labels, final_inputs_nonnegative
-from attacks.reconstruction import Observer, Reconstruction
-from attacks.release import images_per_target, release
+from attacks.inversion.analytic import Analytic
+from attacks.views.extraction import Target
+from attacks.inversion.labels import extract_labels, final_inputs_nonnegative
+from attacks.inversion.base import Observer, Reconstruction
+from attacks.inversion.replay import images_per_target, release
 from privaudit.data import Normalisation
 from privaudit.flatmodel import FlatModel
 from privaudit.limits import within
@@ -721,7 +721,7 @@ class BatchInversion:
       classes proven present, the weight rows counting as proof when the final layer's inputs
       are non-negative). Otherwise the first stage optimises DLG's soft labels with the images,
       and the counts follow from the final bias gradient and the mean softmax of that stage's
-      images (`attacks.labels.count_labels`, Geng et al. 2021's rule with the reconstruction in
+      images (`attacks.inversion.labels.count_labels`, Geng et al. 2021's rule with the reconstruction in
       place of their dummy data); the labels are assigned to the images by the soft labels
       (Hungarian assignment) and held fixed from the second stage on (iDLG's insight: fixed
       labels make the match easier). On 40 batches of eight (bench's victims and crops, seeds

@@ -21,12 +21,12 @@ import numpy as np
 from pydantic import Field, model_validator
 from scipy.stats import binom
 
-from attacks.mechanisms.adjacency import Pair, Setting, l1_reach, l2_reach
-from attacks.mechanisms.base import Mechanism, MechanismParams, register
-from attacks.mechanisms.claims import MechanismClaim, Sound, _from_curve, _pure
-from attacks.mechanisms.laws import Factor, GaussianMixtureFactor
-from attacks.mechanisms.location import (GaussianLocation, _laplace_factors, _laplace_log_ratio, _location_pairs,
-                                         _projection)
+from attacks.audit.mechanisms.adjacency import Pair, Setting, l1_reach, l2_reach
+from attacks.audit.mechanisms.base import Mechanism, MechanismParams, register
+from attacks.audit.mechanisms.claims import MechanismClaim, Sound, _from_curve, _pure
+from attacks.audit.mechanisms.laws import Factor, GaussianMixtureFactor
+from attacks.audit.mechanisms.location import (GaussianLocation, _laplace_factors, _laplace_log_ratio, _location_pairs,
+                                               _projection)
 from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, Claim, Neighbours,
                                   without_replacement_delta, without_replacement_epsilon)
 from privaudit.errors import ConfigError

@@ -1,4 +1,4 @@
-"""Mechanisms as samplers with known parameters, for the empirical DP audit (`attacks/audit.py`).
+"""Mechanisms as samplers with known parameters, for the empirical DP audit (`attacks/audit/mechanism_audit.py`).
 
 A mechanism M takes an input vector x ∈ R^dim and releases one random output per call; the audit
 draws M(x) and M(x′) many times for a neighbouring pair and bounds how well any test can tell
@@ -41,30 +41,30 @@ The package's submodules, each importing only those above it:
     base        the `Mechanism` interface and its registry (`MECHANISMS`, `register`, `build`)
     location    pairs, statistics and laws shared by the location mechanisms
     textbook    laplace, gaussian, rr
-    quantizers  onebit, ternary
-    releases    dpdl_cross_gradient, lt_admm_round, tvss_state, tvss_gradient
+    quantizer_mechanisms  onebit, ternary
+    defense_releases      dpdl_cross_gradient, lt_admm_round, tvss_state, tvss_gradient
 
 Importing the package imports the last three, which registers every mechanism. The public names
-are re-exported here: import them from `attacks.mechanisms`.
+are re-exported here: import them from `attacks.audit.mechanisms`.
 
 Nothing here imports torch at module level (the ternary sampler and the defenses' formulas are
 imported where used), so the audit statistics load without it.
 """
 
-from attacks.mechanisms.adjacency import NORMS, Pair, Setting, l1_reach, l2_reach, norm_name
-from attacks.mechanisms.base import MECHANISMS, Mechanism, MechanismParams, build, register
-from attacks.mechanisms.claims import MechanismClaim, Sound
-from attacks.mechanisms.laws import (Factor, GaussianFactor, GaussianMixtureFactor, LaplaceFactor, PmfFactor,
-                                     PrivacyCurve, privacy_curve)
-from attacks.mechanisms.location import ROUNDING_DECIMALS
+from attacks.audit.mechanisms.adjacency import NORMS, Pair, Setting, l1_reach, l2_reach, norm_name
+from attacks.audit.mechanisms.base import MECHANISMS, Mechanism, MechanismParams, build, register
+from attacks.audit.mechanisms.claims import MechanismClaim, Sound
+from attacks.audit.mechanisms.laws import (Factor, GaussianFactor, GaussianMixtureFactor, LaplaceFactor, PmfFactor,
+                                           PrivacyCurve, privacy_curve)
+from attacks.audit.mechanisms.location import ROUNDING_DECIMALS
 
 # These three register the mechanisms, in this order: the order `MECHANISMS` lists them (and
 # `privaudit audit` offers them in its errors), so keep it.
-from attacks.mechanisms.textbook import (Gaussian, GaussianParams, Laplace, LaplaceParams, RandomizedResponse,
-                                         ResponseParams)
-from attacks.mechanisms.quantizers import OneBit, OneBitParams, Ternary, TernaryParams
-from attacks.mechanisms.releases import (AdmmRound, CrossGradient, CrossGradientParams, GradientParams,
-                                         NoisyGradient, NoisyState, RoundParams, StateParams)
+from attacks.audit.mechanisms.textbook import (Gaussian, GaussianParams, Laplace, LaplaceParams, RandomizedResponse,
+                                               ResponseParams)
+from attacks.audit.mechanisms.quantizer_mechanisms import OneBit, OneBitParams, Ternary, TernaryParams
+from attacks.audit.mechanisms.defense_releases import (AdmmRound, CrossGradient, CrossGradientParams, GradientParams,
+                                                       NoisyGradient, NoisyState, RoundParams, StateParams)
 
 __all__ = [
     "MECHANISMS", "NORMS", "ROUNDING_DECIMALS",
