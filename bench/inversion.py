@@ -51,7 +51,7 @@ import time
 
 import torch
 
-from attacks.views.extraction import Target
+from attacks.extraction import Target
 from attacks.inversion.gradient_matching import DLG, BatchInversion, InvertingGradients, extract_labels
 from privaudit import threads
 from privaudit.data import Dataset, load_dataset

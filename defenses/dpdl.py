@@ -209,6 +209,10 @@ class DPDL(Defense):
         return self.x
 
     def public(self) -> dict[str, Any]:
+        """The parameters with σ as the run uses it (set from eq. 23 when only a target ε is given);
+        the ND variant publishes its parameters as given (it adds no noise)."""
+        if not self.params.noise:
+            return self.params.model_dump()
         return {**self.params.model_dump(), "noise_multiplier": self.sigma}
 
     def step(self, t: int, wire: Wire) -> None:

@@ -18,7 +18,7 @@ transcripts' `public.defense` and the extractors' keys. The same class therefore
 cells whether a campaign names it by path or by entry point; a name another class already holds (a
 shipped defense's) is refused.
 
-Attacks read a defense's messages through extractors (`attacks.views.extraction.EXTRACTORS`, keyed by
+Attacks read a defense's messages through extractors (`attacks.extraction.EXTRACTORS`, keyed by
 defense name and scenario). A module outside privaudit registers its own at import, at the top
 level, beside the class:
 

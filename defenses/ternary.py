@@ -63,6 +63,10 @@ class TernaryParams(DefenseParams):
     on_overflow: Literal["clip", "raise"] = Field(
         "clip", description="when |x_c| > r: saturate at ±r (counted, reported) or stop the run")
 
+    def step_sizes(self, k: int) -> tuple[float, float]:
+        """(λ^k, ε^k) of iteration k (Corollary 1's schedules; public, so attackers compute them too)."""
+        return schedule(self.a1, self.a3, self.delta1, k), schedule(self.a2, self.a3, self.delta2, k)
+
 
 def schedule(scale: float, rate: float, decay: float, k: int) -> float:
     """Corollary 1's step-size form scale / (rate · k + 1)^decay."""
@@ -92,8 +96,7 @@ class Ternary(Defense):
 
     def step_sizes(self, k: int) -> tuple[float, float]:
         """(λ^k, ε^k) of iteration k."""
-        p = self.params
-        return schedule(p.a1, p.a3, p.delta1, k), schedule(p.a2, p.a3, p.delta2, k)
+        return self.params.step_sizes(k)
 
     def local_gradients(self) -> tuple[Tensor, Tensor]:
         """Each agent's stochastic gradient g_i^k at its own state [N, P], and the batch's dataset

@@ -48,7 +48,8 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from attacks.views.extraction import Clipping, Extractor, Link, Target, register_extractor, register_model_view
+from attacks.extraction import Clipping, Extractor, Link, Target
+from attacks.views import register_extractor, register_model_view
 from defenses.base import Defense, DefenseParams
 from privaudit.accounting import Claim, pure_epsilon
 from privaudit.grads import clip_l1, per_sample_grads_agents

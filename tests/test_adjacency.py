@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from attacks.audit.mechanism_audit import audit
-from attacks.audit.channels import CHANNELS
+from attacks.views import CHANNELS
 from attacks.audit.mechanisms import MECHANISMS
 from privaudit.campaign.audit_findings import canary_relation, game_for_table, mechanism_relation
 

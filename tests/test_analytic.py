@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.func import grad, vmap
 
-from attacks.views.extraction import Clipping, Target
+from attacks.extraction import Clipping, Target
 from attacks.inversion.gradient_matching import INVERSIONS
 from privaudit.data import load_dataset
 from privaudit.flatmodel import FlatModel

@@ -6,8 +6,9 @@ import json
 import pytest
 import torch
 
-from attacks.views import extraction as extract
-from attacks.views.extraction import EXTRACTORS, Target
+from attacks import views
+from attacks.extraction import Target
+from attacks.views import EXTRACTORS
 from privaudit.campaign.cells import expand, expand_attacks
 from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.run import run_campaign
@@ -94,7 +95,7 @@ def test_a_diverging_attack_is_a_failed_row_and_the_campaign_goes_on(tmp_path, m
         scale = 1e200 if round == 0 else 1.0
         return Target(found.gradient * scale, found.point, victim, round, kind=found.kind)
 
-    monkeypatch.setitem(extract.EXTRACTORS, ("dpsgd", "state_difference"),
+    monkeypatch.setitem(views.EXTRACTORS, ("dpsgd", "state_difference"),
                         type(entry)(**{**entry.__dict__, "extract": huge}))
     store, _ = _run(_campaign([DLG]), tmp_path)
     failed, fine = store.rows()[1:]
@@ -109,7 +110,7 @@ def test_an_extraction_that_lacks_messages_is_a_failed_row(tmp_path, monkeypatch
     def missing(transcript, victim, round):
         raise KeyError("global_listener transcript lacks the 'model' message from agent 3 at round 0")
 
-    monkeypatch.setitem(extract.EXTRACTORS, ("dpsgd", "state_difference"),
+    monkeypatch.setitem(views.EXTRACTORS, ("dpsgd", "state_difference"),
                         type(entry)(**{**entry.__dict__, "extract": missing}))
     store, _ = _run(_campaign([{**DLG, "rounds": [0]}]), tmp_path)
     assert store.rows()[1]["status"] == ("failed: extraction: global_listener transcript lacks the 'model' "

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attacks.audit.canaries import CANARY_KINDS
-from attacks.views.extraction import EXTRACTORS
+from attacks.views import EXTRACTORS
 from attacks.inversion.gradient_matching import INVERSIONS
 from attacks.audit.mechanisms import MECHANISMS, NORMS
 from defenses import DEFENSES

@@ -13,8 +13,12 @@ from torch import Tensor
 
 from attacks.audit.canary_audit import audit_game, scores
 from attacks.audit.canary_statistics import model_bound, simulated_scores
-from attacks.audit.channels import CHANNELS, DPSGDChannel, RoundLaw
-from attacks.views.extraction import EXTRACTORS, Target, dpsgd_state_difference
+from attacks.audit.channels import RoundLaw
+from attacks.views.dpsgd import DPSGDChannel
+from attacks.views import CHANNELS
+from attacks.extraction import Target
+from attacks.views.dpsgd import state_difference as dpsgd_state_difference
+from attacks.views import EXTRACTORS
 from attacks.audit.one_run import gdp_eps
 from defenses.base import DEFENSES
 from defenses.dpsgd import DPDPSGD
@@ -100,11 +104,11 @@ def _dp_dpsgd_state_difference(transcript: Transcript, victim: int, round: int) 
 @pytest.fixture
 def half_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     """The half-noise defense, its canary channel and its extractor registered for one test."""
+    extractor = dataclasses.replace(EXTRACTORS["dp_dpsgd", "state_difference"], defense=HALF_NOISE,
+                                    extract=_dp_dpsgd_state_difference)
     monkeypatch.setitem(DEFENSES, HALF_NOISE, HalfNoiseDPDPSGD)
-    monkeypatch.setitem(CHANNELS, HALF_NOISE, HalfNoiseChannel())
-    monkeypatch.setitem(EXTRACTORS, (HALF_NOISE, "state_difference"),
-                        dataclasses.replace(EXTRACTORS["dp_dpsgd", "state_difference"], defense=HALF_NOISE,
-                                            extract=_dp_dpsgd_state_difference))
+    monkeypatch.setitem(CHANNELS, HALF_NOISE, HalfNoiseChannel(extractor))
+    monkeypatch.setitem(EXTRACTORS, (HALF_NOISE, "state_difference"), extractor)
 
 
 def test_an_audit_estimates_above_the_sound_eps_when_the_defense_adds_half_its_stated_noise(half_noise):

@@ -8,7 +8,8 @@ import torch
 from scipy.stats import binom, laplace, norm
 
 from attacks.audit.canary_audit import make_game, world
-from attacks.audit.channels import CHANNELS, RoundLaw, log_likelihood_ratio
+from attacks.audit.channels import RoundLaw, log_likelihood_ratio
+from attacks.views import CHANNELS
 from defenses import DEFENSES
 from privaudit.sim import simulate
 from privaudit.worlds import Replicated, world_agents

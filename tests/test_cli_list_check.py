@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from attacks.views.extraction import EXTRACTORS
+from attacks.views import EXTRACTORS
 from attacks.inversion.gradient_matching import INVERSIONS
 from attacks.audit.mechanisms import MECHANISMS
 from defenses import DEFENSES

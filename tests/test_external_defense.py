@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from attacks.views import extraction as extract
-from attacks.views.extraction import EXTRACTORS, MODEL_VIEWS, register_extractor
+from attacks import extraction as extract
+from attacks.views import EXTRACTORS, MODEL_VIEWS, register_extractor
 from defenses import DEFENSES
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.campaign.config import parse_campaign

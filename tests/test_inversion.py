@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch import nn
 
-from attacks.views.extraction import Clipping, Target
+from attacks.extraction import Clipping, Target
 from attacks.inversion.gradient_matching import (DLG, IDLG, INVERSIONS, PAIR_DTYPE, BatchInversion, InvertingGradients,
                                                  _CurvatureMemory, extract_labels, squared_distance)
 from attacks.inversion.replay import release

@@ -15,7 +15,8 @@ the rounding). Run in float64, the same extractor recovers the update to ≈ 1e-
 
 import torch
 
-from attacks.views.extraction import Clipping, Target, lt_admm_bridge_update, lt_admm_state
+from attacks.extraction import Clipping, Target
+from attacks.views.lt_admm_dp import bridge_update as lt_admm_bridge_update, state as lt_admm_state
 from attacks.inversion.gradient_matching import IDLG
 from attacks.inversion.replay import release
 from privaudit.campaign.cells import build_defense, expand

@@ -5,7 +5,8 @@ over restarts and differentiable in the candidates."""
 import pytest
 import torch
 
-from attacks.views.extraction import Clipping, Target, dpdl_cross_gradient
+from attacks.extraction import Clipping, Target
+from attacks.views.dpdl import cross_gradient as dpdl_cross_gradient
 from attacks.inversion.replay import images_per_target, release
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.flatmodel import FlatModel

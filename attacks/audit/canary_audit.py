@@ -51,7 +51,8 @@ from torch import Tensor
 from attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, outlier_canaries, record_canaries,
                                     with_records)
 from attacks.audit.canary_statistics import MODEL_SAMPLES, Laws, held_out_bound, model_bound, simulated_scores
-from attacks.audit.channels import CHANNELS, Channel, RoundLaw, log_likelihood_ratio
+from attacks import views
+from attacks.audit.channels import Channel, RoundLaw, log_likelihood_ratio
 from attacks.audit.estimates import gdp_estimate
 from attacks.audit.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu
 from defenses import DEFENSES
@@ -98,7 +99,7 @@ class Game:
 
     @property
     def channel(self) -> Channel:
-        return CHANNELS[self.kind]
+        return views.channel(self.kind)
 
 
 def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, victim: int = 0,
@@ -107,11 +108,12 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
               canary_scale: float = 2.0, count: int = 1, scenarios: list[str] | None = None) -> Game:
     """The game of one defense configuration on `setup` (its canaries fixed by the set-up's
     seed), with `count` canaries; every problem is a one-line ConfigError."""
-    if kind not in CHANNELS:
-        raise ConfigError(f"no canary audit for defense '{kind}' (known: {', '.join(sorted(CHANNELS))})")
+    try:
+        channel = views.channel(kind)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     if canary not in CANARY_KINDS:
         raise ConfigError(f"unknown canary '{canary}' (choose from {', '.join(CANARY_KINDS)})")
-    channel = CHANNELS[kind]
     if rounds < channel.reads(0).stop:
         raise ConfigError(f"a canary audit of '{kind}' needs rounds >= {channel.reads(0).stop}, got {rounds}")
     if canary != "gradient" and not 0 <= canary_label < setup.data.num_classes:

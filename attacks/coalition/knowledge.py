@@ -34,85 +34,20 @@ never on the data. Everything is computed in float64.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import Tensor
 
-from attacks.views.extraction import Target
-from defenses.ternary import schedule as ternary_schedule
+from attacks.coalition.dynamics import Dynamics
+from attacks.views import dynamics
+from attacks.extraction import Target
 from privaudit.topology import Topology
 from privaudit.wire import Disclosure, Kind, Message, PublicKnowledge, Transcript
 
 IDENTIFIABLE_TOL = 1e-6
 """An unknown counts as determined when its null-space component is below this (unit scale)."""
-
-
-@dataclass(frozen=True)
-class Dynamics:
-    """A defense's state recurrence as the coalition writes it.
-
-    `step(transcript, t)` gives (A_t, B_t or None, s_t) of x^{t+1} = A_t x^t + B_t m^t − s_t g^t;
-    `kind` is the broadcast m^t; `exact` says whether m^t is the state itself (else a fresh
-    random draw around it: heard draws enter as constants, unheard ones as unknowns, and a heard
-    draw is an equation only up to its own noise)."""
-
-    defense: str
-    kind: Kind
-    exact: bool
-    step: Callable[[Transcript, int], tuple[Tensor, Tensor | None, float]]
-    recovers: str
-
-
-def _dpsgd_step(transcript: Transcript, t: int) -> tuple[Tensor, None, float]:
-    """D-PSGD (Lian et al. 2017): x^{t+1} = W x^t − η g^t."""
-    return transcript.public.mixing, None, float(transcript.public.hyper["lr"])
-
-
-def _ternary_step(transcript: Transcript, t: int) -> tuple[Tensor, Tensor, float]:
-    """Seed 004, eq. (4): x^{k+1} = x^k − ε^k L_w Q(x^k) − ε^k λ^k g^k."""
-    hyper = transcript.public.hyper
-    lam = ternary_schedule(float(hyper["a1"]), float(hyper["a3"]), float(hyper["delta1"]), t)
-    eps = ternary_schedule(float(hyper["a2"]), float(hyper["a3"]), float(hyper["delta2"]), t)
-    W = transcript.public.mixing
-    off = W - torch.diag(torch.diag(W))
-    laplacian = torch.diag(off.sum(dim=1)) - off
-    return torch.eye(len(W), dtype=torch.float64), -eps * laplacian, eps * lam
-
-
-DYNAMICS: dict[str, Dynamics] = {
-    d.defense: d for d in (
-        Dynamics("dpsgd", Kind.MODEL, True, _dpsgd_step, "the local gradient"),
-        Dynamics("dp_dpsgd", Kind.MODEL, True, _dpsgd_step,
-                 "the local noisy gradient (clipped, with its DP noise: averaged over the window)"),
-        Dynamics("ternary", Kind.QUANTIZED_STATE, False, _ternary_step,
-                 "the local gradient up to the quantization draws, which enter as unknowns where unheard"),
-    )
-}
-"""The defenses whose messages the coalition attack models, by name."""
-
-UNMODELLED = {
-    "dpdl": "DPDL's state moves by a momentum built from cross-gradients that neighbours evaluate at each "
-            "other's models, not by one gradient per agent: the coalition recurrence is not modelled for it "
-            "(its curious-neighbour and listener scenarios attack the messages directly)",
-    "lt_admm_dp": "LT-ADMM-DP sends bridge variables on each link, not broadcasts of one state: the coalition "
-                  "recurrence is not modelled for it (its bridge scenario attacks a victim's links directly)",
-    "tvss_output": "Wang & Zhang Alg. 1 broadcasts its state plus fresh Laplace noise whose scale the schedule "
-                   "changes every round: the coalition recurrence is not modelled for it",
-    "tvss_gradient": "Wang & Zhang Alg. 2's recurrence is not modelled for the coalition attack",
-}
-"""Why the coalition attack does not run on the other shipped defenses (a failed row says this)."""
-
-
-def dynamics(defense: str) -> Dynamics:
-    """The defense's recurrence, or a one-line ValueError saying why there is none."""
-    if defense in DYNAMICS:
-        return DYNAMICS[defense]
-    if defense in UNMODELLED:
-        raise ValueError(UNMODELLED[defense])
-    raise ValueError(f"no coalition model for defense '{defense}' (modelled: {', '.join(sorted(DYNAMICS))})")
 
 
 def heard_agents(topology: Topology, coalition: Iterable[int]) -> list[int]:
@@ -314,12 +249,12 @@ def recover(transcript: Transcript, coalition: Iterable[int], first: int, last: 
 
 def exposure(topology: Topology, coalition: Iterable[int], defense: str, window: int) -> dict[int, str]:
     """Which agents outside the coalition a window of `window` rounds from round 0 exposes, from
-    the knowledge system's structure alone (no run needed): a transcript of zeros stands in."""
+    the knowledge system's structure alone (no run needed): a transcript of zeros stands in, with
+    the defense's default hyperparameters (exposure does not depend on their values)."""
     model = dynamics(defense)
     members = sorted(set(coalition))
     heard = heard_agents(topology, members)
-    public = PublicKnowledge(defense, topology.name, topology.W, "none", (1,), 1, torch.zeros(1),
-                             hyper={"lr": 1.0, "a1": 1.0, "a2": 1.0, "a3": 1.0, "delta1": 0.0, "delta2": 0.0})
+    public = PublicKnowledge(defense, topology.name, topology.W, "none", (1,), 1, torch.zeros(1), hyper={})
     messages = [Message(t, k, None, model.kind, torch.zeros(1)) for t in range(window + 1) for k in heard]
     disclosures = [Disclosure(t, c, name, torch.zeros(1)) for t in range(window + 1) for c in members
                    for name in ("gradient", "state")]

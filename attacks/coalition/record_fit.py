@@ -44,6 +44,7 @@ from torch.func import grad, jacfwd
 
 from attacks.inversion.analytic import first_layer_problem
 from attacks.inversion.labels import extract_labels
+from attacks.views import DYNAMICS, dynamics
 from privaudit.flatmodel import FlatModel
 from privaudit.wire import Kind, Transcript
 
@@ -87,7 +88,8 @@ class RecordFit:
 def fit_problem(transcript: Transcript, model: FlatModel, input_shape: tuple[int, ...], first: int) -> str:
     """Why the record fit cannot run on this transcript ("" when it can)."""
     public = transcript.public
-    if public.defense != "dpsgd":
+    recurrence = DYNAMICS.get(public.defense)
+    if recurrence is None or recurrence.batch_size is None:
         return ("the record fit needs noiseless D-PSGD, whose next state is a function of the states and of one "
                 f"record per agent; '{public.defense}' adds what no record determines")
     if first != 0:
@@ -139,7 +141,7 @@ class _Protocol:
         self.members, self.model, self.shape, self.num_classes = members, model, input_shape, num_classes
         self.W = public.mixing
         self.n = len(self.W)
-        self.lr = float(public.hyper["lr"])
+        _, _, self.lr = dynamics(public.defense).step(transcript, 0)  # D-PSGD's step size η
         self.last = last
         self.x0 = public.initial_model.double()
         self.neighbours = {k: [j for j in torch.nonzero(self.W[k]).flatten().tolist() if j != k]

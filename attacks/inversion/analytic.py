@@ -36,7 +36,7 @@ import torch
 from pydantic import Field
 from torch import Tensor, nn
 
-from attacks.views.extraction import Target
+from attacks.extraction import Target
 from attacks.inversion.labels import extract_labels
 from attacks.inversion.base import Observer, Reconstruction
 from attacks.inversion.replay import images_per_target

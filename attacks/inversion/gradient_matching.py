@@ -60,7 +60,7 @@ from torch import Tensor
 from torch.optim.lbfgs import _strong_wolfe
 
 from attacks.inversion.analytic import Analytic
-from attacks.views.extraction import Target
+from attacks.extraction import Target
 from attacks.inversion.labels import extract_labels, final_inputs_nonnegative
 from attacks.inversion.base import Observer, Reconstruction
 from attacks.inversion.replay import images_per_target, release

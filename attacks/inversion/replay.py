@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch.func import grad, vmap
 
-from attacks.views.extraction import Target
+from attacks.extraction import Target
 from privaudit.flatmodel import FlatModel
 
 

@@ -19,11 +19,9 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter
 
 from attacks.audit.canaries import CANARY_KINDS
-from attacks.audit.channels import CHANNELS
-from attacks.coalition.knowledge import DYNAMICS
-from attacks.views.extraction import EXTRACTORS, MODEL_VIEWS
-from attacks.inversion.gradient_matching import INVERSIONS
 from attacks.audit.mechanisms import MECHANISMS
+from attacks.inversion.gradient_matching import INVERSIONS
+from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
 from defenses import DEFENSES
 from privaudit import threats
 from privaudit.campaign.config import (MEMBERSHIP_TARGETS, AttackConfig, AuditConfig, DataConfig, MembershipConfig,

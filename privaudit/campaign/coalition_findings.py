@@ -19,8 +19,9 @@ from typing import Any
 
 import torch
 
-from attacks.coalition.knowledge import DYNAMICS, dynamics, recover
-from attacks.views.extraction import Target
+from attacks.coalition.knowledge import recover
+from attacks.extraction import Target
+from attacks.views import DYNAMICS, dynamics
 from attacks.coalition.record_fit import fit_problem, fit_records
 from defenses.base import Defense
 from privaudit import __version__
@@ -100,7 +101,7 @@ def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int
     did not run, goes into `fields["record_fit"]`."""
     data = setup.data
     problem = fit_problem(transcript, setup.model, data.shape, first)
-    if not problem and transcript.public.hyper.get("batch_size", 1) != 1:
+    if not problem and DYNAMICS[transcript.public.defense].batch_size(transcript.public) != 1:
         problem = "the record fit needs B = 1 (each agent's update the gradient of one record)"
     if not problem and set(setup.local.sizes.tolist()) != {1}:
         problem = "the record fit needs one training record per agent (each agent's update the gradient of that record)"

@@ -27,14 +27,12 @@ from typing import Annotated, Any
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError,
                       field_validator, model_validator)
 
-from attacks.audit.mechanism_audit import check_size
 from attacks.audit.canaries import CANARY_KINDS
-from attacks.audit.channels import CHANNELS
-from attacks.coalition.knowledge import DYNAMICS
-from attacks.views.extraction import EXTRACTORS, MODEL_VIEWS
-from attacks.inversion.gradient_matching import INVERSIONS
+from attacks.audit.mechanism_audit import check_size
 from attacks.audit.mechanisms import MECHANISMS, NORMS
+from attacks.inversion.gradient_matching import INVERSIONS
 from attacks.membership.scores import RMIA_SCORES
+from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
 from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams
 from defenses.external import origin, resolve
@@ -308,7 +306,7 @@ class MembershipConfig(ThreatConfig):
     victim agent's records, on every run of the defense tables it names, at every seed.
 
     `target = "intercepted"`: the victim's model as the threat model hears it at each of `rounds`
-    (`attacks.views.extraction.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
+    (`attacks.extraction.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
     `victims` pools several agents into one finding: each one's records are members against its
     own model, and the non-members are dealt out among them, so the ROC has more members than one
     small local dataset gives.

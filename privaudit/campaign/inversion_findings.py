@@ -2,7 +2,7 @@
 reconstruction, written as one results row with its images (one row per `[[attack]]` cell).
 
 The order is the design's one-way flow: the threat model's transcript goes to the extractor
-(`attacks.views.extraction`), the target it yields goes to the attack (`attacks.inversion.gradient_matching`), and only
+(`attacks.extraction`), the target it yields goes to the attack (`attacks.inversion.gradient_matching`), and only
 then does the ground truth — the victim's batch rows, recorded by a `GroundTruth` tap that no
 attack ever sees — meet the reconstruction in `privaudit.metrics`, and a test against the noise
 floor (unrelated training images scored against the same originals) decides whether it leaks
@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attacks.views.extraction import EXTRACTORS, Target
+from attacks.extraction import Target
+from attacks.views import EXTRACTORS
 from attacks.inversion.gradient_matching import INVERSIONS, Reconstruction
 from defenses.base import Defense
 from privaudit import __version__

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attacks.views.extraction import MODEL_VIEWS
+from attacks.views import MODEL_VIEWS
 from attacks.membership.scores import (
     RMIA_A_PAPER,
     RMIA_PAPER_A,
