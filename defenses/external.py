@@ -65,6 +65,22 @@ def resolve(kind: str) -> type[Defense]:
     return _register(found)
 
 
+SHIPPED = frozenset(DEFENSES)
+"""The defenses privaudit ships (registered when `defenses` is imported, before this module)."""
+
+
+def load_installed() -> list[str]:
+    """Load and register every defense installed under the entry-point group, so a listing shows
+    them; one line per entry point that cannot be loaded, naming what is wrong."""
+    problems = []
+    for name in _entry_point_names():
+        try:
+            resolve(name)
+        except ValueError as error:
+            problems.append(f"{name}: {error}")
+    return problems
+
+
 def origin(cls: type[Defense]) -> str:
     """Where `cls` is imported from, as an import path `module:Class`."""
     return f"{cls.__module__}:{cls.__qualname__}"

@@ -93,6 +93,14 @@ PAPER_SETTING = {"rounds": 4000, "tau": 4, "zeta": 1.0, "batch_size": 8, "sigma_
 """The inputs of eq. 9 in seed 002 §VI (K, τ, ζ, |B_i|, σ_e, δ_i, m_i); eq. 9 depends on nothing else."""
 
 
+def is_paper_setting(rounds: int, tau: int, zeta: float, batch_size: int, sigma_e: float, delta: float,
+                     samples: int) -> bool:
+    """Whether eq. 9's inputs are §VI's (`PAPER_SETTING`), where the paper states ε_i = 19.6."""
+    given = {"rounds": rounds, "tau": tau, "zeta": zeta, "batch_size": batch_size, "sigma_e": sigma_e,
+             "delta": delta, "samples": samples}
+    return all(math.isclose(given[key], value) for key, value in PAPER_SETTING.items())
+
+
 class LTADMMDPParams(DefenseParams):
     gamma: float = Field(0.1, gt=0, description="local step size γ on the perturbed gradient")
     beta: float = Field(0.1, gt=0, description="local step size β on the consensus term")

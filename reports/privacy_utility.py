@@ -4,9 +4,12 @@ read from stored rows alone (issue 17, item 2). Without it, "the defense works" 
 destroys the model" look the same.
 
 A sweep is found in the training rows' configurations, not in the campaign file: runs of one
-defense kind whose data, run shape and every hyperparameter agree except the noise parameters
-(`NOISE_PARAMETERS`, the `noise` switch of DPDL's ND variant and the `target_rounds` that goes with
-a target ε), at two noise levels or more. A run with its noise switched off joins each sweep of
+defense kind whose data, run shape and every hyperparameter agree except the noise parameters, at
+two noise levels or more. Which hyperparameters set the noise each training row says itself
+(`noise`, written from the defense's view: `attacks.views.registry.Noise`) — its parameters with
+their axis labels, a switch that turns the noise off (DPDL's ND variant) and companions that matter
+only through the noise (the `target_rounds` that goes with a target ε); rows written before rows
+said so (privaudit 0.1) name none and make no sweep. A run with its noise switched off joins each sweep of
 its configuration as "no noise". So several tables make one sweep (DPDL's ND table beside a grid
 over σ), and a table whose grid also varies other keys (topology × σ) makes one sweep per value
 of those keys.
@@ -33,23 +36,6 @@ from reports.inversion import row_type
 from reports.membership import RunPrivacy, method_title
 from reports.membership import failed as membership_failed
 
-NOISE_PARAMETERS: dict[str, tuple[str, bool]] = {
-    "noise_multiplier": ("σ", True),
-    "sigma_e": ("σ_e", True),
-    "sigma_scale": ("Laplace scale s", True),
-    "r": ("r", True),
-    "target_epsilon": ("target ε", False),
-}
-"""Hyperparameters that set a defense's noise, as the defenses name them (DP-D-PSGD's and DPDL's σ,
-LT-ADMM-DP's σ_e, Wang & Zhang's Laplace scale, the ternary quantizer's r, DPDL's target ε from
-which Theorem 1 sets σ): name → (axis label, whether a larger value means more noise)."""
-
-NOISE_SWITCH = "noise"
-"""A boolean hyperparameter that turns the noise off (DPDL's ND variant)."""
-
-_COMPANIONS = ("target_rounds",)
-"""Hyperparameters that matter only through the noise (the T at which DPDL's σ is set)."""
-
 UTILITY_METRICS = (("avg_acc", "test accuracy (average model)"),
                    ("avg_error", "distance to the solution (average model)"),
                    ("avg_loss", "test loss (average model)"))
@@ -61,11 +47,23 @@ def _finite(value: Any) -> float | None:
     return float(value)
 
 
+def _noise(row: dict[str, Any]) -> dict[str, Any]:
+    """The row's declaration of its noise parameters (module docstring); empty when it has none."""
+    declared = row.get("noise")
+    return declared if isinstance(declared, dict) and isinstance(declared.get("parameters"), dict) else {}
+
+
+def _noise_keys(row: dict[str, Any]) -> set[str]:
+    declared = _noise(row)
+    return {*declared.get("parameters", {}), *([declared["switch"]] if declared.get("switch") else []),
+            *(declared.get("companions") or [])}
+
+
 def _identity(row: dict[str, Any]) -> str:
     """What a run's configuration is apart from its noise, label and seed."""
     config = row.get("config") or {}
-    params = {key: value for key, value in (config.get("params") or {}).items()
-              if key not in NOISE_PARAMETERS and key not in (NOISE_SWITCH, *_COMPANIONS)}
+    noisy = _noise_keys(row)
+    params = {key: value for key, value in (config.get("params") or {}).items() if key not in noisy}
     run = {key: value for key, value in (config.get("run") or {}).items() if key not in ("label", "grid")}
     return json.dumps({"defense": row.get("defense"), "data": config.get("data"), "run": run, "params": params},
                       sort_keys=True, default=str)
@@ -83,8 +81,13 @@ class _Run:
         return (self.rows[0].get("config") or {}).get("params") or {}
 
     @property
+    def noise(self) -> dict[str, Any]:
+        return _noise(self.rows[0])
+
+    @property
     def noise_off(self) -> bool:
-        return self.params.get(NOISE_SWITCH) is False
+        switch = self.noise.get("switch")
+        return bool(switch) and self.params.get(switch) is False
 
     @property
     def label(self) -> str:
@@ -96,6 +99,8 @@ class _Sweep:
     """Runs of one configuration at several levels of one noise parameter."""
 
     parameter: str
+    label: str
+    more_is_noisier: bool
     runs: list[_Run]
 
     def level(self, run: _Run) -> float | None:
@@ -104,13 +109,12 @@ class _Sweep:
 
     def ordered(self) -> list[_Run]:
         """Runs from the weakest noise to the strongest (no noise first)."""
-        more_is_noisier = NOISE_PARAMETERS[self.parameter][1]
         return sorted(self.runs, key=lambda run: (self.level(run) is not None,
-                                                  (1 if more_is_noisier else -1) * (self.level(run) or 0.0)))
+                                                  (1 if self.more_is_noisier else -1) * (self.level(run) or 0.0)))
 
     def tag(self, run: _Run) -> str:
         level = self.level(run)
-        return "no noise" if level is None else f"{NOISE_PARAMETERS[self.parameter][0]}={level:g}"
+        return "no noise" if level is None else f"{self.label}={level:g}"
 
 
 def _runs(rows: list[dict[str, Any]]) -> list[_Run]:
@@ -137,11 +141,11 @@ def find_sweeps(rows: list[dict[str, Any]]) -> list[_Sweep]:
     sweeps = []
     for runs in by_identity.values():
         off = [run for run in runs if run.noise_off]
-        for parameter in NOISE_PARAMETERS:
+        for parameter, declared in runs[0].noise.get("parameters", {}).items():
             on = [run for run in runs if not run.noise_off and _finite(run.params.get(parameter)) is not None]
             levels = {_finite(run.params[parameter]) for run in on}
-            if on and len(levels) + bool(off) >= 2:
-                sweeps.append(_Sweep(parameter, on + off))
+            if on and len(levels) + bool(off) >= 2 and isinstance(declared, list) and len(declared) == 2:
+                sweeps.append(_Sweep(parameter, str(declared[0]), bool(declared[1]), on + off))
     return sweeps
 
 
@@ -310,12 +314,12 @@ def _title(sweep: _Sweep) -> str:
     shape, data = config.get("run") or {}, config.get("data") or {}
     labels = ", ".join(dict.fromkeys(run.label.split(" (")[0] for run in sweep.ordered()))
     return (f"{first.get('title', first.get('defense', '?'))}: {labels} · {shape.get('topology', '?')}, "
-            f"N={shape.get('agents', '?')}, {data.get('dataset', '?')} · {NOISE_PARAMETERS[sweep.parameter][0]} sweep")
+            f"N={shape.get('agents', '?')}, {data.get('dataset', '?')} · {sweep.label} sweep")
 
 
 def _section_of(sweep: _Sweep, title: str) -> dict[str, Any]:
     """One sweep's figure and table: the utility and every attack family's lines."""
-    symbol, noisier = NOISE_PARAMETERS[sweep.parameter]
+    symbol, noisier = sweep.label, sweep.more_is_noisier
     points = [_Point(run, sweep.level(run), sweep.tag(run), RunPrivacy(run.rows), _utility(run),
                      {kind: read(run) for kind, read, _, _ in _FAMILIES}) for run in sweep.ordered()]
     sound = any(point.privacy.sound is not None for point in points)

@@ -8,7 +8,7 @@ import torch
 from torch.func import grad, vmap
 
 from attacks.extraction import Clipping, Target
-from attacks.inversion.gradient_matching import INVERSIONS
+from attacks.inversion import INVERSIONS
 from privaudit.data import load_dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attacks.audit.canaries import CANARY_KINDS
-from attacks.views import EXTRACTORS
-from attacks.inversion.gradient_matching import INVERSIONS
 from attacks.audit.mechanisms import MECHANISMS, NORMS
+from attacks.inversion import INVERSIONS
+from attacks.views import EXTRACTORS
 from defenses import DEFENSES
 from privaudit.campaign.cells import expand_all
 from privaudit.campaign.config import (AUDIT_KINDS, CANARY_METHODS, MEMBERSHIP_TARGETS, PROTOCOLS, AttackConfig,

@@ -14,12 +14,12 @@ from torch import Tensor
 from attacks.audit.canary_audit import audit_game, scores
 from attacks.audit.canary_statistics import model_bound, simulated_scores
 from attacks.audit.channels import RoundLaw
-from attacks.views.dpsgd import DPSGDChannel
-from attacks.views import CHANNELS
-from attacks.extraction import Target
-from attacks.views.dpsgd import state_difference as dpsgd_state_difference
-from attacks.views import EXTRACTORS
 from attacks.audit.one_run import gdp_eps
+from attacks.extraction import Target
+from attacks.views import CHANNELS
+from attacks.views import EXTRACTORS
+from attacks.views.dpsgd import DPSGDChannel
+from attacks.views.dpsgd import state_difference as dpsgd_state_difference
 from defenses.base import DEFENSES
 from defenses.dpsgd import DPDPSGD
 from privaudit.campaign.audit_findings import canary_audit, canary_verdict, game_for_table, one_run_audit

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from attacks.views import EXTRACTORS
-from attacks.inversion.gradient_matching import INVERSIONS
 from attacks.audit.mechanisms import MECHANISMS
+from attacks.inversion import INVERSIONS
+from attacks.views import EXTRACTORS
 from defenses import DEFENSES
 from privaudit.campaign.catalogue import CATEGORIES, parameters
 from privaudit.cli import main

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from attacks.extraction import Clipping, Target
-from attacks.inversion.gradient_matching import (DLG, IDLG, INVERSIONS, PAIR_DTYPE, BatchInversion, InvertingGradients,
+from attacks.inversion import INVERSIONS
+from attacks.inversion.gradient_matching import (DLG, IDLG, PAIR_DTYPE, BatchInversion, InvertingGradients,
                                                  _CurvatureMemory, extract_labels, squared_distance)
 from attacks.inversion.replay import release
 from privaudit.data import load_dataset

@@ -6,6 +6,7 @@ no campaign varies the noise. The DPDL σ-sweep preset validates and ends at The
 
 import pytest
 
+from attacks.views import noise
 from privaudit.campaign.cells import claims
 from privaudit.campaign.config import load_campaign
 from privaudit.campaign.run import run_campaign
@@ -38,6 +39,7 @@ def _training(cell: str, sigma: float | None, seed: int = 0, accuracy: float = 0
                    "run": {"kind": defense, "label": label, "topology": topology, "agents": 10, "rounds": 100,
                            "grid": {}}},
         "metrics": {"avg_acc": accuracy, "agent_acc_mean": accuracy}, "claim": _claim(sigma, sound),
+        "noise": None if noise(defense) is None else noise(defense).as_dict(),
         "history": [{"round": 100, "avg_acc": accuracy, "agent_acc_mean": accuracy}],
         "messages": {"model": 10}, "wall_s": 1.0, "version": "0",
     }
@@ -91,6 +93,30 @@ def test_a_sweep_is_the_runs_that_differ_only_in_their_noise():
     assert len(sweeps) == 1 and sweeps[0].parameter == "noise_multiplier"
     assert [run.label for run in sweeps[0].ordered()] == ["ND", "DPDL (noise_multiplier=0.001)",
                                                           "DPDL (noise_multiplier=1.0)"]
+
+
+def test_rows_that_name_no_noise_parameters_make_no_sweep():
+    """Rows written before rows declared their noise parameters (privaudit 0.1) name none: the
+    report does not guess them."""
+    rows = [{key: value for key, value in row.items() if key != "noise"} for row in _sweep_rows()]
+    assert find_sweeps(rows) == []
+
+
+def test_a_defense_declares_its_own_noise_parameters():
+    """The sweep follows the declaration the row carries, whatever the parameter is called."""
+    rows = _sweep_rows()
+    for row in rows:
+        if row["type"] == "training":
+            row["noise"] = {"parameters": {"lr": ["η", False]}, "switch": None, "companions": []}
+    assert find_sweeps(rows) == []  # every run has the same η: no sweep over it
+    groups = sorted({row["group"] for row in rows if row["type"] == "training"})
+    for row in rows:
+        if row["type"] == "training":
+            row["config"]["params"] = {**DPDL, "noise": True, "noise_multiplier": 1.0,
+                                       "lr": 0.1 * (1 + groups.index(row["group"]))}
+    (sweep,) = find_sweeps(rows)
+    assert (sweep.parameter, sweep.label) == ("lr", "η")
+    assert [sweep.tag(run) for run in sweep.ordered()] == sorted({sweep.tag(run) for run in sweep.runs}, reverse=True)
 
 
 def test_the_table_puts_utility_beside_every_attack():

@@ -48,10 +48,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attacks import views
 from attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, outlier_canaries, record_canaries,
                                     with_records)
 from attacks.audit.canary_statistics import MODEL_SAMPLES, Laws, held_out_bound, model_bound, simulated_scores
-from attacks import views
 from attacks.audit.channels import Channel, RoundLaw, log_likelihood_ratio
 from attacks.audit.estimates import gdp_estimate
 from attacks.audit.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu

@@ -41,8 +41,8 @@ import numpy as np
 import torch
 
 from attacks.coalition.dynamics import Dynamics
-from attacks.views import dynamics
 from attacks.extraction import Target
+from attacks.views import dynamics
 from privaudit.topology import Topology
 from privaudit.wire import Disclosure, Kind, Message, PublicKnowledge, Transcript
 

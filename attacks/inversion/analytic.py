@@ -37,8 +37,8 @@ from pydantic import Field
 from torch import Tensor, nn
 
 from attacks.extraction import Target
+from attacks.inversion.base import Observer, Reconstruction, register_inversion
 from attacks.inversion.labels import extract_labels
-from attacks.inversion.base import Observer, Reconstruction
 from attacks.inversion.replay import images_per_target
 from privaudit.data import Normalisation
 from privaudit.flatmodel import FlatModel
@@ -165,3 +165,6 @@ def _agreeing(ratios: Tensor, tolerance: float) -> list[list[int]]:
 def _failed(reason: str, label_source: str, started: float) -> Reconstruction:
     return Reconstruction(None, None, label_source, math.nan, 0, time.perf_counter() - started,
                           f"failed: {reason}", "not run")
+
+
+register_inversion("analytic", Analytic)

@@ -1,13 +1,21 @@
-"""What an inversion attack returns, and the observer it may report its iterates to: shared by
-the optimising attacks (`attacks.inversion.gradient_matching`) and the closed-form one
-(`attacks.inversion.analytic`)."""
+"""The inversion family's interface: what an attack is (`Inversion`), what it returns
+(`Reconstruction`), the observer it may report its iterates to, and the registry a campaign's
+`[[attack]] kind` names (`INVERSIONS`, `register_inversion`). Shared by the optimising attacks
+(`attacks.inversion.gradient_matching`) and the closed-form one (`attacks.inversion.analytic`); an
+attack defined outside privaudit registers itself the same way."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from attacks.extraction import Target
+    from privaudit.data import Normalisation
+    from privaudit.flatmodel import FlatModel
 
 Observer = Callable[[int, Tensor, Tensor], bool]
 """Called after every loss evaluation with (evaluations so far, current images [R, B, ...], their
@@ -50,3 +58,30 @@ class Reconstruction:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+
+class Inversion(Protocol):
+    """An inversion attack: a frozen dataclass whose fields are its parameters (a campaign's
+    `[[attack]]` table sets them), with a `title` for reports, that turns one intercepted target
+    into a reconstruction of the victim's batch."""
+
+    title: ClassVar[str]
+
+    def run(self, target: Target, model: FlatModel, *, input_shape: tuple[int, ...], num_classes: int,
+            batch_size: int, normalisation: Normalisation, seed: int,
+            observer: Observer | None = None) -> Reconstruction: ...
+
+
+INVERSIONS: dict[str, type[Inversion]] = {}
+"""Inversion attacks by the name a campaign's `[[attack]] kind` gives."""
+
+
+def register_inversion(name: str, cls: type[Inversion]) -> type[Inversion]:
+    """Make `cls` available to campaigns as `kind = name`; ValueError when it is not a dataclass
+    with a `title` and a `run`, or the name is taken by another class."""
+    if not (is_dataclass(cls) and isinstance(getattr(cls, "title", None), str) and callable(getattr(cls, "run", None))):
+        raise ValueError(f"inversion '{name}' must be a dataclass with a `title` and a `run` method")
+    if INVERSIONS.get(name, cls) is not cls:
+        raise ValueError(f"inversion '{name}' is already registered ({INVERSIONS[name].__qualname__})")
+    INVERSIONS[name] = cls
+    return cls

@@ -5,8 +5,9 @@ computed at), the public architecture as a `FlatModel`, the input shape, the num
 the batch size and the data's normalisation (which fixes the valid pixel box). The private batch
 never reaches this module; `privaudit.metrics` scores the result against it afterwards.
 
-Four optimising attacks, each a frozen dataclass whose fields are its parameters (`INVERSIONS`
-maps names to them, with the closed-form `attacks.inversion.analytic.Analytic` as "analytic"):
+Four optimising attacks, each a frozen dataclass whose fields are its parameters, registered under
+the names a campaign gives them (`attacks.inversion.base.INVERSIONS`, beside the closed-form
+`attacks.inversion.analytic.Analytic` as "analytic"):
 
 * `DLG` — Deep Leakage from Gradients (Zhu et al. 2019, eq. 4): dummy images and dummy labels
   (logits through a softmax, fed to cross-entropy as soft targets) minimise the squared ℓ2
@@ -59,10 +60,9 @@ from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 from torch.optim.lbfgs import _strong_wolfe
 
-from attacks.inversion.analytic import Analytic
 from attacks.extraction import Target
+from attacks.inversion.base import Observer, Reconstruction, register_inversion
 from attacks.inversion.labels import extract_labels, final_inputs_nonnegative
-from attacks.inversion.base import Observer, Reconstruction
 from attacks.inversion.replay import images_per_target, release
 from privaudit.data import Normalisation
 from privaudit.flatmodel import FlatModel
@@ -836,10 +836,5 @@ def _counted_labels(setup: _Setup, tracker: _Tracker, nonnegative: bool) -> Tens
     return counted[torch.as_tensor(picks[slots.argsort()])]
 
 
-INVERSIONS: dict[str, type[DLG] | type[InvertingGradients] | type[BatchInversion] | type[Analytic]] = {
-    "dlg": DLG,
-    "idlg": IDLG,
-    "ig": InvertingGradients,
-    "batch": BatchInversion,
-    "analytic": Analytic,
-}
+for _name, _cls in (("dlg", DLG), ("idlg", IDLG), ("ig", InvertingGradients), ("batch", BatchInversion)):
+    register_inversion(_name, _cls)

@@ -36,14 +36,14 @@ import time
 from typing import Any
 
 from attacks.audit.bounds import perfect_test_eps
-from attacks.audit.mechanism_audit import audit
 from attacks.audit.canary_audit import Game, audit_game, make_game, one_run_game
-from attacks.audit.one_run import one_run_eps
 from attacks.audit.canary_statistics import SELECT_FRACTION
+from attacks.audit.mechanism_audit import audit
 from attacks.audit.mechanisms import MECHANISMS
+from attacks.audit.one_run import one_run_eps
 from attacks.audit.verdict import Verdict, decide
-from privaudit.accounting import Claim, Neighbours
 from privaudit import __version__
+from privaudit.accounting import Claim, Neighbours
 from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand
 from privaudit.campaign.config import AuditConfig, parse_campaign
 from privaudit.errors import ConfigError

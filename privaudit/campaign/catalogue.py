@@ -20,9 +20,10 @@ from pydantic import BaseModel, TypeAdapter
 
 from attacks.audit.canaries import CANARY_KINDS
 from attacks.audit.mechanisms import MECHANISMS
-from attacks.inversion.gradient_matching import INVERSIONS
-from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
+from attacks.inversion import INVERSIONS
+from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, described, noise
 from defenses import DEFENSES
+from defenses.external import SHIPPED, load_installed, origin
 from privaudit import threats
 from privaudit.campaign.config import (MEMBERSHIP_TARGETS, AttackConfig, AuditConfig, DataConfig, MembershipConfig,
                                        RunConfig)
@@ -107,15 +108,18 @@ def _table(cls: type[BaseModel], skip: tuple[str, ...] = ()) -> list[dict[str, A
 def defenses() -> dict[str, Any]:
     """Every `[[defense]]` table's run-shape fields, and each registered defense with its own
     hyperparameters and what can attack it."""
+    unloadable = load_installed()
     kinds = []
     for name, cls in DEFENSES.items():
+        declared = noise(name)
         kinds.append({
             "kind": name, "title": cls.title, "description": _summary(cls.Params.__doc__),
-            "params": parameters(cls.Params),
-            "scenarios": [scenario for defense, scenario in EXTRACTORS if defense == name],
-            "membership": name in MODEL_VIEWS, "canary_audit": name in CHANNELS, "coalition": name in DYNAMICS,
+            "origin": "privaudit" if name in SHIPPED else origin(cls),
+            "params": parameters(cls.Params), **described(name),
+            "noise": list(declared.parameters) if declared else [],
         })
-    return {"table": _table(RunConfig, ("kind",)), "kinds": kinds}
+    found = {"table": _table(RunConfig, ("kind",)), "kinds": kinds}
+    return {**found, "unloadable": unloadable} if unloadable else found
 
 
 def attacks() -> dict[str, Any]:
@@ -240,10 +244,12 @@ def _defenses_text(found: dict[str, Any]) -> list[str]:
     lines = ["defenses ([[defense]] kind = ...)", "  every table:"] + _field_lines(found["table"], "    ")
     for entry in found["kinds"]:
         described = f": {entry['description']}" if entry["description"] else ""
-        lines += [f"  {entry['kind']} — {entry['title']}{described}"] + _field_lines(entry["params"], "    ")
+        where = "" if entry["origin"] == "privaudit" else f" [{entry['origin']}]"
+        lines += [f"  {entry['kind']} — {entry['title']}{where}{described}"] + _field_lines(entry["params"], "    ")
         lines.append(f"    scenarios: {', '.join(entry['scenarios']) or 'none'}; "
                      f"membership: {_yes(entry['membership'])}; canary audit: {_yes(entry['canary_audit'])}; "
-                     f"coalition: {_yes(entry['coalition'])}")
+                     f"coalition: {_yes(entry['coalition'])}; noise: {', '.join(entry['noise']) or 'none named'}")
+    lines += [f"  not loaded: {problem}" for problem in found.get("unloadable", [])]
     return lines
 
 

@@ -20,9 +20,9 @@ from typing import Any
 import torch
 
 from attacks.coalition.knowledge import recover
+from attacks.coalition.record_fit import fit_problem, fit_records
 from attacks.extraction import Target
 from attacks.views import DYNAMICS, dynamics
-from attacks.coalition.record_fit import fit_problem, fit_records
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.cells import AttackCell

@@ -30,7 +30,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr,
 from attacks.audit.canaries import CANARY_KINDS
 from attacks.audit.mechanism_audit import check_size
 from attacks.audit.mechanisms import MECHANISMS, NORMS
-from attacks.inversion.gradient_matching import INVERSIONS
+from attacks.inversion import INVERSIONS
 from attacks.membership.scores import RMIA_SCORES
 from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
 from defenses import DEFENSES

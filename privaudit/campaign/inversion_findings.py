@@ -24,8 +24,8 @@ import torch
 from torch import Tensor
 
 from attacks.extraction import Target
+from attacks.inversion import INVERSIONS, Reconstruction
 from attacks.views import EXTRACTORS
-from attacks.inversion.gradient_matching import INVERSIONS, Reconstruction
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.cells import AttackCell

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attacks.views import noise
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
@@ -67,6 +68,7 @@ def training_row(cell: Cell, defense: Defense, metrics: dict[str, float], histor
         "config": cell.describe(),
         "metrics": metrics,
         "claim": defense.claim(cell.run.rounds).as_dict(),
+        "noise": None if noise(cell.run.kind) is None else noise(cell.run.kind).as_dict(),
         "history": history,
         "messages": messages,
         "wall_s": wall_s,

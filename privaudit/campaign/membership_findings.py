@@ -43,7 +43,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attacks.views import MODEL_VIEWS
 from attacks.membership.scores import (
     RMIA_A_PAPER,
     RMIA_PAPER_A,
@@ -57,6 +56,7 @@ from attacks.membership.scores import (
     membership_metrics,
     rmia_scores,
 )
+from attacks.views import MODEL_VIEWS
 from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams
 from privaudit import __version__

@@ -158,16 +158,15 @@ class AdmmRound(Mechanism):
                                       tuple(probs.tolist()))]
 
     def claim(self, setting: Setting) -> MechanismClaim:
-        from defenses.lt_admm_dp import PAPER_EPS_STATED, PAPER_SETTING, theorem2_epsilon, theorem2_range
+        from defenses.lt_admm_dp import PAPER_EPS_STATED, is_paper_setting, theorem2_epsilon, theorem2_range
 
         p = self.params
         if setting.delta == 0:
             raise ConfigError("lt_admm_round: Theorem 2 (eq. 9) needs δ > 0 (it has log(1/δ)); set --delta")
         outside = theorem2_range(setting.releases, p.tau, p.zeta, p.batch_size, p.sigma_e, p.samples, setting.delta)
         claimed = theorem2_epsilon(setting.releases, p.tau, p.zeta, p.batch_size, p.sigma_e, p.samples, setting.delta)
-        inputs = {"rounds": setting.releases, "tau": p.tau, "zeta": p.zeta, "batch_size": p.batch_size,
-                  "sigma_e": p.sigma_e, "delta": setting.delta, "samples": p.samples}
-        stated = PAPER_EPS_STATED if all(math.isclose(inputs[k], v) for k, v in PAPER_SETTING.items()) else None
+        paper = is_paper_setting(setting.releases, p.tau, p.zeta, p.batch_size, p.sigma_e, setting.delta, p.samples)
+        stated = PAPER_EPS_STATED if paper else None
         sound = self.sound(setting, claimed)
         record = Claim(
             findings=tuple((OUTSIDE_RANGE, text) for text in outside),
