@@ -6,9 +6,10 @@ Nothing in privaudit imports this module. A campaign names the class by its impo
     kind = "examples.laplace_gossip:LaplaceGossip"
 
 and privaudit imports it, checks it and registers it under its `name`, "laplace_gossip"
-(`defenses.external`). Importing the module also registers what attacks need to read its
-messages: an extractor (`register_extractor`, for gradient inversion) and the model view
-(`register_model_view`, for membership inference), at the bottom of this file.
+(`defenses.external`). Importing the module also registers the attacker's view of it, at the bottom
+of this file: an extractor (`register_extractor`, for gradient inversion), the model view
+(`register_model_view`, for membership inference), a canary channel (`register_channel`, for the
+canary audit) and its noise parameter (`register_noise`, for the privacy-utility section).
 
 The algorithm. Agent i keeps one model s_i, the model it broadcasts. Round t:
 
@@ -42,20 +43,24 @@ amplification a random batch gives (so the bound is sound, and loose).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import dp_accounting
 import torch
 from pydantic import Field
 from torch import Tensor
 
-from attacks.extraction import Clipping, Extractor, Link, Target
-from attacks.views import register_extractor, register_model_view
+from attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
+from attacks.extraction import Clipping, Extractor, Link, Target, public_params
+from attacks.views import (Noise, register_batch_size, register_channel, register_extractor, register_model_view,
+                           register_noise)
 from defenses.base import Defense, DefenseParams
-from privaudit.accounting import Claim, pure_epsilon
+from privaudit.accounting import Claim, Neighbours, pure_epsilon
 from privaudit.grads import clip_l1, per_sample_grads_agents
 from privaudit.setup import Setup
 from privaudit.topology import Topology
-from privaudit.wire import Kind, Transcript, Wire
+from privaudit.wire import Kind, PublicKnowledge, Transcript, Wire
 
 ADVANCED_DELTA = 1e-5
 """δ' of the advanced-composition figure stated beside the claim."""
@@ -68,6 +73,16 @@ class LaplaceGossipParams(DefenseParams):
     epsilon: float = Field(1.0, gt=0, description="ε_0: pure ε of one round's release")
 
 
+def sensitivity(params: LaplaceGossipParams) -> float:
+    """Δ = η · 2C/B: the ℓ1 distance one replaced record moves a release (module docstring)."""
+    return 2 * params.lr * params.clip / params.batch_size
+
+
+def laplace_scale(params: LaplaceGossipParams) -> float:
+    """b = Δ/ε_0, the Laplace scale of every release."""
+    return sensitivity(params) / params.epsilon
+
+
 class LaplaceGossip(Defense):
     name = "laplace_gossip"
     title = "Laplace gossip (example: Laplace noise on every broadcast model)"
@@ -76,8 +91,8 @@ class LaplaceGossip(Defense):
     def __init__(self, params: LaplaceGossipParams, setup: Setup) -> None:
         super().__init__(params, setup)
         setup.local.check_batch_size(params.batch_size)
-        self.sensitivity = 2 * params.lr * params.clip / params.batch_size
-        self.scale = self.sensitivity / params.epsilon
+        self.sensitivity = sensitivity(params)
+        self.scale = laplace_scale(params)
         self.s = setup.model.initial().repeat(setup.topology.n, 1)
         self.s = self.s + self.laplace()
 
@@ -118,6 +133,7 @@ class LaplaceGossip(Defense):
             notion="ε-DP (pure, Laplace)",
             adjacency="replace one record of an agent's local dataset (batch positions drawn independently "
                       "of the data)",
+            neighbours=Neighbours("replace-one"),
             eps_claimed=rounds * p.epsilon,
             eps_stated=None,
             eps_sound=pure_epsilon([self.sensitivity] * rounds, [self.scale] * rounds),
@@ -190,7 +206,39 @@ def _victim(victim: int, topology: Topology) -> list[tuple[Link, ...]]:
     return [((victim, None),)]
 
 
-register_extractor(Extractor(
+class LaplaceGossipChannel(Channel):
+    """The canary audit's reading of one round: the state difference (`state_difference`) is
+    g_i^t − n/η, n ~ Laplace(b) per coordinate, so along one coordinate its noise is Laplace(b/η).
+    A batch of B records drawn without replacement holds the canary with probability B/|D_i|; the
+    canary's gradient, ℓ1-clipped to C, then moves the mean by its clipped length over B. The
+    canary pair is ±C along one coordinate (Laplace noise is per coordinate, so one coordinate is
+    the worst direction): one record replaced, the claim's own relation."""
+
+    defense = LaplaceGossip.name
+    adjacency = "replace-one"
+    coordinate = True
+    pair = "one of the victim's records replaced by the canary (+C along one coordinate) or the anti-canary (−C)"
+
+    def canary_norm(self, hyper: Mapping[str, Any]) -> float:
+        return public_params(hyper, LaplaceGossipParams).clip
+
+    def read(self, transcript: Transcript, victims: list[int], round: int, scenarios: list[str],
+             records: int) -> list[Reading]:
+        p = public_params(transcript.public.hyper, LaplaceGossipParams)
+        gradients, points = targets(self.extractors[0].extract, transcript, victims, round)
+        scale = laplace_scale(p) / p.lr
+        gain = torch.full((len(victims),), 1.0 / (p.batch_size * scale), dtype=torch.float64)
+        return [Reading(gradients / scale, points, gain)]
+
+    def law(self, public: PublicKnowledge, round: int, records: int) -> RoundLaw:
+        batch = public_params(public.hyper, LaplaceGossipParams).batch_size
+        return RoundLaw(fixed_batch(batch, records), family="laplace")
+
+    def clipped(self, hyper: Mapping[str, Any], lengths: Tensor) -> Tensor:
+        return lengths.clamp(max=public_params(hyper, LaplaceGossipParams).clip)
+
+
+STATE_DIFFERENCE = register_extractor(Extractor(
     LaplaceGossip.name, "state_difference", state_difference, frozenset({Kind.NOISY_STATE}),
     "noisy models of the victim (t, t+1) and its neighbours (t): a global listener, an eavesdropper on all of "
     "the victim's links, or a curious neighbour adjacent to all of the victim's neighbours",
@@ -199,3 +247,6 @@ register_extractor(Extractor(
 register_model_view(Extractor(
     LaplaceGossip.name, "model", noisy_model, frozenset({Kind.NOISY_STATE}),
     "the victim's noisy model at the round: any tap on one of its links", _victim, lambda t: range(t, t + 1)))
+register_channel(LaplaceGossipChannel(STATE_DIFFERENCE))
+register_noise(Noise(LaplaceGossip.name, {"epsilon": ("ε_0", False)}))
+register_batch_size(LaplaceGossip.name, lambda hyper: public_params(hyper, LaplaceGossipParams).batch_size)

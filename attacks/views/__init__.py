@@ -19,17 +19,17 @@ from attacks.views import dpdl  # isort: skip
 from attacks.views import ternary  # isort: skip
 from attacks.views import lt_admm_dp  # isort: skip
 from attacks.views import tvss  # isort: skip
-from attacks.views.registry import (CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, NOISE, UNMODELLED, Noise, channel,
-                                    described, dynamics, extractor, model_view, noise, register_channel,
-                                    register_dynamics, register_extractor, register_model_view, register_noise,
-                                    register_unmodelled, scenarios, seal_shipped)
+from attacks.views.registry import (BATCH_SIZES, CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, NOISE, UNMODELLED, Noise,
+                                    batch_size, channel, described, dynamics, extractor, model_view, noise,
+                                    register_batch_size, register_channel, register_dynamics, register_extractor,
+                                    register_model_view, register_noise, register_unmodelled, scenarios, seal_shipped)
 
 seal_shipped()
 
 __all__ = [
-    "CHANNELS", "DYNAMICS", "EXTRACTORS", "MODEL_VIEWS", "NOISE", "UNMODELLED", "Noise",
-    "channel", "described", "dynamics", "extractor", "model_view", "noise", "scenarios",
-    "register_channel", "register_dynamics", "register_extractor", "register_model_view", "register_noise",
-    "register_unmodelled",
+    "BATCH_SIZES", "CHANNELS", "DYNAMICS", "EXTRACTORS", "MODEL_VIEWS", "NOISE", "UNMODELLED", "Noise",
+    "batch_size", "channel", "described", "dynamics", "extractor", "model_view", "noise", "scenarios",
+    "register_batch_size", "register_channel", "register_dynamics", "register_extractor", "register_model_view",
+    "register_noise", "register_unmodelled",
     "dpdl", "dpsgd", "lt_admm_dp", "ternary", "tvss",
 ]

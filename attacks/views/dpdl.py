@@ -25,10 +25,10 @@ from torch import Tensor
 
 from attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
 from attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Target, broadcast_model,
-                                      cross_to_victim, expect, heard, mixed, neighbours, one_cross_link,
-                                      public_params, span, victim_and_neighbours, victim_only)
-from attacks.views.registry import (Noise, register_channel, register_extractor, register_model_view, register_noise,
-                                    register_unmodelled)
+                                cross_to_victim, expect, heard, mixed, neighbours, one_cross_link, public_params, span,
+                                victim_and_neighbours, victim_only)
+from attacks.views.registry import (Noise, register_batch_size, register_channel, register_extractor,
+                                    register_model_view, register_noise, register_unmodelled)
 from defenses.dpdl import DPDL, DPDLParams
 from privaudit.wire import Kind, PublicKnowledge, Transcript
 
@@ -259,3 +259,4 @@ register_unmodelled(DPDL.name, "DPDL's state moves by a momentum built from cros
                     "for it (its curious-neighbour and listener scenarios attack the messages directly)")
 register_noise(Noise(DPDL.name, {"noise_multiplier": ("σ", True), "target_epsilon": ("target ε", False)},
                      switch="noise", companions=("target_rounds",)))
+register_batch_size(DPDL.name, lambda hyper: _params(hyper).batch_size)

@@ -17,8 +17,8 @@ from torch import Tensor
 from attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
 from attacks.coalition.dynamics import Dynamics
 from attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Target, broadcast_model, expect,
-                                      heard, mixed, public_params, span, victim_and_neighbours, victim_only)
-from attacks.views.registry import (Noise, register_channel, register_dynamics, register_extractor,
+                                heard, mixed, public_params, span, victim_and_neighbours, victim_only)
+from attacks.views.registry import (Noise, register_batch_size, register_channel, register_dynamics, register_extractor,
                                     register_model_view, register_noise)
 from defenses.dpsgd import DPDPSGD, DPSGD, DPDPSGDParams, DPSGDParams
 from privaudit.wire import Kind, PublicKnowledge, Transcript
@@ -131,3 +131,5 @@ for _name in (UNDEFENDED, NOISY):
                                batch_size=_batch_size if _name == UNDEFENDED else None))
 
 register_noise(Noise(NOISY, {"noise_multiplier": ("σ", True)}))
+for _name in (UNDEFENDED, NOISY):
+    register_batch_size(_name, lambda hyper, name=_name: _params(hyper, name).batch_size)

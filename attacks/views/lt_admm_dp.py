@@ -17,10 +17,10 @@ import torch
 from torch import Tensor
 
 from attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
-from attacks.extraction import (Clipping, Extractor, Target, all_bridge_links, expect, heard, initial_model,
-                                      neighbours, one_link_both_ways, public_params)
-from attacks.views.registry import (Noise, register_channel, register_extractor, register_model_view, register_noise,
-                                    register_unmodelled)
+from attacks.extraction import (Clipping, Extractor, Target, all_bridge_links, expect, heard, initial_model, neighbours,
+                                one_link_both_ways, public_params)
+from attacks.views.registry import (Noise, register_batch_size, register_channel, register_extractor,
+                                    register_model_view, register_noise, register_unmodelled)
 from defenses.lt_admm_dp import LTADMMDP, LTADMMDPParams
 from privaudit.wire import Kind, PublicKnowledge, Transcript
 
@@ -169,3 +169,4 @@ register_unmodelled(LTADMMDP.name, "LT-ADMM-DP sends bridge variables on each li
                     "the coalition recurrence is not modelled for it (its bridge scenario attacks a victim's links "
                     "directly)")
 register_noise(Noise(LTADMMDP.name, {"sigma_e": ("σ_e", True)}))
+register_batch_size(LTADMMDP.name, lambda hyper: _params(hyper).batch_size)

@@ -9,6 +9,7 @@ privaudit) calls, at its top level:
     register_dynamics(Dynamics(...))       the state recurrence the coalition attack solves
     register_unmodelled(defense, why)      or why the coalition attack does not model it
     register_noise(Noise(...))             the hyperparameters that set its noise (privacy–utility)
+    register_batch_size(defense, read)     how many records one local step averages (inversion)
 
 Each returns what it was given. A key privaudit ships is never replaced (ValueError); a key
 registered again from outside replaces the earlier entry (its module imported anew). Lookups
@@ -18,6 +19,7 @@ exists; `described` summarises one defense's view for `privaudit list`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -64,6 +66,10 @@ class Noise:
 NOISE: dict[str, Noise] = {}
 """Noise parameters, by defense."""
 
+BATCH_SIZES: dict[str, Callable[[Mapping[str, Any]], int]] = {}
+"""How many records one local step of a defense averages, read off its public hyperparameters: the
+number of images an inversion rebuilds per step when its table gives none."""
+
 _SHIPPED: set[tuple[str, object]] = set()
 Entry = TypeVar("Entry")
 
@@ -107,9 +113,14 @@ def register_noise(noise: Noise) -> Noise:
     return _register(NOISE, noise.defense, noise)
 
 
+def register_batch_size(defense: str, read: Callable[[Mapping[str, Any]], int]) -> Callable[[Mapping[str, Any]], int]:
+    """How many records one local step of `defense` averages, from its public hyperparameters."""
+    return _register(BATCH_SIZES, defense, read)
+
+
 def seal_shipped() -> None:
     """Mark every entry registered so far as privaudit's own (called once the shipped views are in)."""
-    for registry in (EXTRACTORS, MODEL_VIEWS, CHANNELS, DYNAMICS, UNMODELLED, NOISE):
+    for registry in (EXTRACTORS, MODEL_VIEWS, CHANNELS, DYNAMICS, UNMODELLED, NOISE, BATCH_SIZES):
         _SHIPPED.update((id(registry), key) for key in registry)
 
 
@@ -156,6 +167,13 @@ def dynamics(defense: str) -> Dynamics:
 def noise(defense: str) -> Noise | None:
     """The defense's noise parameters, None when its view names none."""
     return NOISE.get(defense)
+
+
+def batch_size(defense: str, hyper: Mapping[str, Any]) -> int | None:
+    """The records one local step of `defense` averages, None when its view does not say (a
+    schedule that changes it every round, or no view)."""
+    read = BATCH_SIZES.get(defense)
+    return None if read is None else read(hyper)
 
 
 def described(defense: str) -> dict[str, Any]:

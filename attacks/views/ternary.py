@@ -18,9 +18,8 @@ from torch import Tensor
 from attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
 from attacks.coalition.dynamics import Dynamics
 from attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Extractor, Target, broadcast_model, expect, heard,
-                                      initial_model, neighbours, public_params, span, victim_and_neighbours,
-                                      victim_only)
-from attacks.views.registry import (Noise, register_channel, register_dynamics, register_extractor,
+                                initial_model, neighbours, public_params, span, victim_and_neighbours, victim_only)
+from attacks.views.registry import (Noise, register_batch_size, register_channel, register_dynamics, register_extractor,
                                     register_model_view, register_noise)
 from defenses.ternary import Ternary, TernaryParams
 from privaudit.wire import Kind, PublicKnowledge, Transcript
@@ -126,3 +125,4 @@ register_channel(TernaryChannel(STATE_DIFFERENCE))
 register_dynamics(Dynamics(Ternary.name, Kind.QUANTIZED_STATE, False, _step,
                            "the local gradient up to the quantization draws, which enter as unknowns where unheard"))
 register_noise(Noise(Ternary.name, {"r": ("r", True)}))
+register_batch_size(Ternary.name, lambda hyper: _params(hyper).batch_size)

@@ -22,8 +22,7 @@ from torch import Tensor
 
 from attacks.audit.channels import Channel, Family, Reading, RoundLaw, targets
 from attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Target, broadcast_model, expect,
-                                      heard, initial_model, mixed, public_params, span, victim_and_neighbours,
-                                      victim_only)
+                                heard, initial_model, mixed, public_params, span, victim_and_neighbours, victim_only)
 from attacks.views.registry import (Noise, register_channel, register_extractor, register_model_view, register_noise,
                                     register_unmodelled)
 from defenses.tvss import GradientPerturbation, OutputPerturbation, Schedule, TVSSParams

@@ -25,6 +25,7 @@ from torch import Tensor
 
 from attacks.extraction import Target
 from attacks.inversion import INVERSIONS, Reconstruction
+from attacks import views
 from attacks.views import EXTRACTORS
 from defenses.base import Defense
 from privaudit import __version__
@@ -210,7 +211,7 @@ def _failed(status: str, stopped_by: str, iterations: int, wall_s: float, store:
 
 def attack_batch_size(cell: AttackCell, defense: Defense) -> int:
     """The number of images to reconstruct: the table's, else the defense's public batch size."""
-    size = cell.attack.batch_size or defense.public().get("batch_size")
+    size = cell.attack.batch_size or views.batch_size(defense.name, defense.public())
     if not isinstance(size, int):
         raise ConfigError(f"{cell.where}: give batch_size: defense '{cell.training.run.kind}' has no "
                           "public batch size")
@@ -220,7 +221,7 @@ def attack_batch_size(cell: AttackCell, defense: Defense) -> int:
 def batch_warnings(cell: AttackCell, defense: Defense) -> list[str]:
     """A warning when the table's batch_size is not the defense's public one: the attack then
     rebuilds another number of images than each message was computed on."""
-    size, public = cell.attack.batch_size, defense.public().get("batch_size")
+    size, public = cell.attack.batch_size, views.batch_size(defense.name, defense.public())
     if size is None or not isinstance(public, int) or size == public:
         return []
     return [(f"batch_size {size} differs from the defense's public batch size {public}: the attack rebuilds "
