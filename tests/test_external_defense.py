@@ -76,7 +76,9 @@ def test_run_trains_and_attacks_the_example(tmp_path, capsys):
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     training = [row for row in rows if row["type"] == "training"]
     attacks = {row["training"]: row for row in rows if row["type"] == "inversion"}
-    assert [row["defense"] for row in rows] == ["laplace_gossip"] * 4
+    assert [row["defense"] for row in rows] == ["laplace_gossip"] * 6
+    audits = [row for row in rows if row["type"] == "audit"]
+    assert [(row["status"], row["relation"]["same"]) for row in audits] == [("ok", True)] * 2
     assert {row["config"]["run"]["kind"] for row in training} == {"laplace_gossip"}
     assert "Laplace gossip" in (out / "report.html").read_text()
     weak, strong = (attacks[row["cell"]] for row in training)
