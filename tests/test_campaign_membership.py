@@ -9,7 +9,8 @@ import torch
 
 from privaudit.campaign.cells import build_defense, expand, expand_membership
 from privaudit.campaign.config import parse_campaign
-from privaudit.campaign.membership_findings import METHODS, _pseudo_targets, attacker_data, reference_models
+from attacks.membership.methods import METHODS
+from privaudit.campaign.membership_findings import _pseudo_targets, attacker_data, reference_models
 from privaudit.campaign.run import run_campaign
 from privaudit.cli import main
 

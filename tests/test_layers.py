@@ -52,6 +52,14 @@ CONTRACTS = [
              _any(defenses, attacks, campaign_machinery, cli, lambda m: engine(m) and m not in READ_BY_REPORTS)),
     Contract("shipped campaigns are data: they import no project module", campaigns,
              lambda module: not campaigns(module)),
+    Contract("attack families and the campaign machinery read a defense's view through the registries "
+             "(attacks.views), never its view module", _any(lambda m: attacks(m) and not _package("attacks.views")(m),
+                                                             campaign_machinery),
+             lambda m: _package("attacks.views")(m) and m not in ("attacks.views", "attacks.views.registry")),
+    Contract("the pieces views are built from import no view", _any(_package("attacks.extraction"),
+                                                                     _package("attacks.audit.channels"),
+                                                                     _package("attacks.coalition.dynamics")),
+             _package("attacks.views")),
 ]
 
 

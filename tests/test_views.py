@@ -22,6 +22,7 @@ import pytest
 
 from attacks import views
 from attacks.inversion import INVERSIONS, register_inversion
+from attacks.membership.methods import METHODS, MembershipMethod, register_method
 from defenses import DEFENSES
 from defenses.external import SHIPPED
 
@@ -205,3 +206,13 @@ def test_every_shipped_view_reads_typed_parameters():
         channel = views.channel(defense)
         assert {e.defense for e in channel.extractors} == {defense}
         assert views.model_view(defense).defense == defense
+
+
+def test_a_membership_method_registers_under_a_new_name_only(monkeypatch):
+    monkeypatch.setattr("attacks.membership.methods.METHODS", dict(METHODS))
+    from attacks.membership import methods
+
+    with pytest.raises(ValueError, match="already registered"):
+        register_method(MembershipMethod("loss", "mine", lambda outputs, settings: outputs.loss[0]))
+    mine = register_method(MembershipMethod("mine", "mine", lambda outputs, settings: -outputs.loss[0]))
+    assert list(methods.METHODS) == ["loss", "lira", "rmia", "mine"] and methods.METHODS["mine"] is mine

@@ -21,13 +21,13 @@ from pydantic import BaseModel, TypeAdapter
 from attacks.audit.canaries import CANARY_KINDS
 from attacks.audit.mechanisms import MECHANISMS
 from attacks.inversion import INVERSIONS
+from attacks.membership.methods import METHODS
 from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, described, noise
 from defenses import DEFENSES
 from defenses.external import SHIPPED, load_installed, origin
 from privaudit import threats
 from privaudit.campaign.config import (MEMBERSHIP_TARGETS, AttackConfig, AuditConfig, DataConfig, MembershipConfig,
                                        RunConfig)
-from privaudit.campaign.membership_findings import METHODS
 from privaudit.data import DATASETS, PARTITIONS
 from privaudit.errors import UsageError
 from privaudit.models import MODELS

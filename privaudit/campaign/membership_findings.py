@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attacks.membership.methods import METHODS, MembershipOutputs, MembershipSettings
 from attacks.membership.scores import (
     RMIA_A_PAPER,
     RMIA_PAPER_A,
@@ -50,11 +51,8 @@ from attacks.membership.scores import (
     PseudoTarget,
     RmiaA,
     choose_rmia_a,
-    lira_offline_scores,
     logit_confidence,
-    loss_scores,
     membership_metrics,
-    rmia_scores,
 )
 from attacks.views import MODEL_VIEWS
 from defenses import DEFENSES
@@ -70,9 +68,6 @@ from privaudit.setup import Setup
 from privaudit.sim import Diverged, simulate
 from privaudit.threats import build_tap
 from privaudit.wire import Eavesdropper, Tap, Transcript
-
-METHODS = ("loss", "lira", "rmia")
-"""The attacks every membership cell runs, in report order."""
 
 REFERENCE_SEED_STRIDE = 1_000_003
 """Reference model k of a cell with seed s runs with seed s + (k + 1)·stride, far from any
@@ -303,7 +298,8 @@ def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[in
     candidate against its victim's target model and that victim position's reference models, and
     the RMIA a they were scored with; ValueError when a model's outputs are not finite."""
     scores = {name: np.empty(len(data.owners)) for name in METHODS}
-    outputs, trials = {}, []
+    outputs: dict[int, tuple[np.ndarray, MembershipOutputs]] = {}
+    trials = []
     for victim, target in targets.items():
         mine = np.flatnonzero(data.owners == victim)
         params = torch.cat([target[None].float(), references[victim].float()])
@@ -315,19 +311,17 @@ def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[in
                 which = (f"the target model of victim {victim}" if bad[0]
                          else f"reference model {int(np.argmax(bad[1:]))} of victim {victim}")
                 raise ValueError(f"{which} gives a non-finite {name} on some records (diverged training?)")
-        scores["loss"][mine] = loss_scores(loss[0])
-        scores["lira"][mine] = lira_offline_scores(phi[0], phi[1:], fixed_variance=table.lira_variance == "global")
-        outputs[victim] = (mine, log_prob, z_log_prob)
+        outputs[victim] = (mine, MembershipOutputs(loss, phi, log_prob, z_log_prob))
         if table.rmia_a is None and table.references >= RMIA_A_MIN_REFERENCES:
             _, _, pool_log_prob = _outputs(model, references[victim].float(), data.pool_x, data.pool_y)
             if not np.isfinite(pool_log_prob).all():
                 raise ValueError(f"a reference model of victim {victim} gives a non-finite log probability on its pool")
             trials += _pseudo_targets(victim, shards, pool_log_prob, z_log_prob[1:])
     chosen = rmia_a(table, trials)
-    for mine, log_prob, z_log_prob in outputs.values():
-        scores["rmia"][mine] = rmia_scores(log_prob[0], log_prob[1:], z_log_prob[0], z_log_prob[1:],
-                                           gamma=table.rmia_gamma, a=chosen.a, log_prob=True,
-                                           score=table.rmia_score)
+    settings = MembershipSettings(table.lira_variance, table.rmia_gamma, chosen.a, table.rmia_score)
+    for mine, found in outputs.values():
+        for name, method in METHODS.items():
+            scores[name][mine] = method.score(found, settings)
     return scores, chosen
 
 
