@@ -1,8 +1,10 @@
 """Threat models by name: the tap an `[[attack]]` table's `threat` stands for.
 
 * `global_listener` hears every message on every link.
-* `eavesdropper` hears chosen undirected links (default: every link of the victim, the strongest
-  eavesdropper that still hears no other agent's private exchanges).
+* `eavesdropper` hears chosen links, undirected (`links`: both directions) or directed
+  (`directed_links`: i → j only, what i sends to j and i's broadcasts), or both; when neither is
+  given, every link of the victim (the strongest eavesdropper that still hears no other agent's
+  private exchanges).
 * `curious_neighbour` is one agent, honest but curious (default: the victim's lowest-numbered
   neighbour); it hears what reaches it and knows its own private values.
 * `coalition` is one or several such agents pooling what they hear (`agents`), attacking every
@@ -25,16 +27,18 @@ THREATS = ("global_listener", "eavesdropper", "curious_neighbour", "coalition")
 
 def build_tap(threat: str, victim: int, topology: Topology, *, rounds: Iterable[int] | None = None,
               kinds: Iterable[Kind] | None = None, observer: int | None = None,
-              links: Iterable[tuple[int, int]] | None = None, agents: Iterable[int] | None = None) -> Tap:
+              links: Iterable[tuple[int, int]] | None = None, agents: Iterable[int] | None = None,
+              directed_links: Iterable[tuple[int, int]] | None = None) -> Tap:
     """The tap of `threat` against `victim`; ValueError (one line) for agents or links the
-    topology does not have."""
+    topology does not have. `directed_links` (i, j) are heard from i to j only."""
     if not 0 <= victim < topology.n:
         raise ValueError(f"victim {victim} is not an agent (0..{topology.n - 1})")
     if threat == "global_listener":
         tap: Tap = GlobalListener(rounds, kinds)
     elif threat == "eavesdropper":
-        heard = list(links) if links is not None else [(victim, j) for j in topology.neighbours(victim)]
-        tap = Eavesdropper(heard, rounds, kinds)
+        if links is None and directed_links is None:
+            links = [(victim, j) for j in topology.neighbours(victim)]
+        tap = Eavesdropper(links or (), rounds, kinds, directed=directed_links or ())
     elif threat == "curious_neighbour":
         agent = observer if observer is not None else min(topology.neighbours(victim))
         if agent == victim:

@@ -134,26 +134,37 @@ class GlobalListener(Tap):
 
 
 class Eavesdropper(Tap):
-    """An external listener on chosen undirected links: hears both directions of each, and every
-    broadcast of an endpoint (a broadcast travels over all of the sender's links)."""
+    """An external listener on chosen links. On an undirected link {i, j} it hears both directions;
+    on a directed link i → j only what i sends to j (a tap on one direction of a duplex channel,
+    one antenna's beam). A broadcast travels over all of the sender's links, so it hears every
+    broadcast of an agent with an outgoing link it hears: both ends of an undirected link, only i
+    of a directed one."""
 
     threat_model = "eavesdropper"
 
-    def __init__(self, links: Iterable[tuple[int, int]], rounds=None, kinds=None):
+    def __init__(self, links: Iterable[tuple[int, int]] = (), rounds=None, kinds=None, *,
+                 directed: Iterable[tuple[int, int]] = ()):
         super().__init__(rounds, kinds)
         self.links = frozenset(frozenset(link) for link in links)
-        self._endpoints = frozenset(agent for link in self.links for agent in link)
+        self.directed = frozenset((int(i), int(j)) for i, j in directed)
+        self._arcs = self.directed | {arc for link in self.links if len(link) == 2
+                                      for arc in (tuple(link), tuple(link)[::-1])}
+        self._senders = frozenset(sender for sender, _ in self._arcs)
 
     def check(self, topology: Topology) -> None:
         for link in self.links:
             i, j = sorted(link) if len(link) == 2 else (next(iter(link)),) * 2
             if i == j or not topology.graph.has_edge(i, j):
                 raise ValueError(f"eavesdropper link ({i}, {j}) is not an edge of the {topology.name} topology")
+        for i, j in sorted(self.directed):
+            if i == j or not topology.graph.has_edge(i, j):
+                raise ValueError(f"eavesdropper directed link {i} → {j} is not an edge of the {topology.name} "
+                                 "topology")
 
     def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
         if receiver is None:
-            return sender in self._endpoints
-        return frozenset((sender, receiver)) in self.links
+            return sender in self._senders
+        return (sender, receiver) in self._arcs
 
 
 class CuriousNeighbour(Tap):

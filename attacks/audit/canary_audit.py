@@ -36,6 +36,7 @@ canary, and ε_LB from the count of right guesses among the highest and lowest s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import multiprocessing
@@ -52,7 +53,8 @@ from attacks import views
 from attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, outlier_canaries, record_canaries,
                                     with_records)
 from attacks.audit.canary_statistics import MODEL_SAMPLES, Laws, held_out_bound, model_bound, simulated_scores
-from attacks.audit.channels import Channel, RoundLaw, log_likelihood_ratio
+from attacks.audit.bounds import SELECT_FRACTION
+from attacks.audit.channels import Channel, ProjectionChannel, RoundLaw, log_likelihood_ratio
 from attacks.audit.estimates import gdp_estimate
 from attacks.audit.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu
 from defenses import DEFENSES
@@ -96,22 +98,86 @@ class Game:
     add/remove: its data, whose size sets the sampling rate in both worlds)."""
     claim: Claim
     """The defense's claim for this run, with its sound ε (computed once: accountants take seconds)."""
+    law_free: LawFree | None = None
+    """Set when the attacker scores with the law-free projection statistic (`STATISTICS`)."""
 
     @property
     def channel(self) -> Channel:
+        if self.law_free is not None:
+            return self.law_free.channel(self.kind)
         return views.channel(self.kind)
+
+    @property
+    def statistic(self) -> str:
+        return "projection" if self.law_free is not None else "law"
+
+
+STATISTICS = {
+    "law": "the per-round log-likelihood ratio of the defense's view's law, summed over rounds",
+    "projection": "law-free: each heard round's projection of the victim's extracted release on the canary's "
+                  "direction, weighted as the held-out runs estimate (difference of the two sides' means over the "
+                  "pooled variance, per round and channel) and summed",
+}
+"""How an attacker scores a run: with the law the defense's view states (the stronger where it is
+right), or law-free, from the defense's extractors and the runs alone (any defense with a view)."""
+
+
+@dataclass(frozen=True)
+class LawFree:
+    """What a law-free game needs beyond the defense's extractors: the relation its canary pair
+    tests, whether the canary lies along one coordinate, and the gradient canary's length. Plain
+    data, so a game crosses to worker processes, which rebuild the channel from the registries."""
+
+    adjacency: str
+    coordinate: bool
+    norm: float
+
+    def channel(self, kind: str) -> Channel:
+        return _projection_channel(kind, self.adjacency, self.coordinate, self.norm)
+
+
+@functools.cache
+def _projection_channel(kind: str, adjacency: str, coordinate: bool, norm: float) -> Channel:
+    extractors = [views.EXTRACTORS[kind, scenario] for scenario in views.scenarios(kind)]
+    return ProjectionChannel(kind, extractors, adjacency, coordinate, norm)
+
+
+def _law_free(kind: str, claim: Claim, canary_norm: float | None, public: dict[str, Any]) -> LawFree:
+    """The law-free set-up of `kind`: the claim's relation (else its view channel's, else
+    replace-one), the view channel's coordinate choice and canary length where it has one."""
+    if not views.scenarios(kind):
+        raise ConfigError(f"defense '{kind}' has no extractor: its view registers none, so no attacker reading of its "
+                          "messages exists to audit (attacks.views.register_extractor)")
+    shipped = views.CHANNELS.get(kind)
+    adjacency = (claim.neighbours.change if claim.neighbours is not None
+                 else shipped.adjacency if shipped is not None else "replace-one")
+    norm = canary_norm if canary_norm is not None else shipped.canary_norm(public) if shipped is not None else 1.0
+    return LawFree(adjacency, bool(shipped is not None and shipped.coordinate), float(norm))
 
 
 def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, victim: int = 0,
               threat: str = "global_listener", observer: int | None = None,
               links: list[tuple[int, int]] | None = None, canary: str = "gradient", canary_label: int = 0,
-              canary_scale: float = 2.0, count: int = 1, scenarios: list[str] | None = None) -> Game:
+              canary_scale: float = 2.0, count: int = 1, scenarios: list[str] | None = None,
+              statistic: str = "auto", canary_norm: float | None = None,
+              directed_links: list[tuple[int, int]] | None = None) -> Game:
     """The game of one defense configuration on `setup` (its canaries fixed by the set-up's
-    seed), with `count` canaries; every problem is a one-line ConfigError."""
+    seed), with `count` canaries, scored by `statistic` ("law", "projection", or "auto": the law
+    where the defense's view states one, else law-free); every problem is a one-line ConfigError."""
+    if statistic not in (*STATISTICS, "auto"):
+        raise ConfigError(f"unknown statistic '{statistic}' (choose from auto, {', '.join(STATISTICS)})")
+    if statistic == "law" and kind not in views.CHANNELS:
+        raise ConfigError(f"defense '{kind}' states no law for its canary channel (its view registers none): use "
+                          "statistic = 'projection'")
     try:
-        channel = views.channel(kind)
+        defense = DEFENSES[kind](params, setup)
     except ValueError as error:
-        raise ConfigError(str(error)) from None
+        raise ConfigError(f"canary audit: {error}") from None
+    claim = defense.claim(rounds)
+    law_free = None
+    if statistic == "projection" or (statistic == "auto" and kind not in views.CHANNELS):
+        law_free = _law_free(kind, claim, canary_norm, defense.public())
+    channel = law_free.channel(kind) if law_free is not None else views.channel(kind)
     if canary not in CANARY_KINDS:
         raise ConfigError(f"unknown canary '{canary}' (choose from {', '.join(CANARY_KINDS)})")
     if rounds < channel.reads(0).stop:
@@ -123,9 +189,8 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
                           "use canary = 'gradient'")
     try:
         tap = build_tap(threat, victim, setup.topology, kinds={k for e in channel.extractors for k in e.kinds},
-                        observer=observer, links=links)
+                        observer=observer, links=links, directed_links=directed_links)
         heard = channel.heard(tap, victim, setup.topology)
-        defense = DEFENSES[kind](params, setup)
     except ValueError as error:
         raise ConfigError(f"canary audit: {error}") from None
     if scenarios is not None:
@@ -145,8 +210,7 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
         made = outlier_canaries(setup, count, canary_label if count == 1 else None, canary_scale, setup.seed)
     planted = dataclasses.replace(setup, model=made.model(setup.model))
     records = int(setup.local.sizes[victim]) + (count if channel.adjacency == "replace-one" else 0)
-    return Game(planted, kind, params, rounds, victim, threat, tap, tuple(heard), made, records,
-                defense.claim(rounds))
+    return Game(planted, kind, params, rounds, victim, threat, tap, tuple(heard), made, records, claim, law_free)
 
 
 def world(game: Game, present: Tensor, seed: int, copies: int = 1) -> Setup:
@@ -181,6 +245,9 @@ class Listener:
     victims: list[int]
     totals: Tensor = field(init=False)
     laws: list[tuple[RoundLaw, Tensor]] = field(default_factory=list)
+    features: list[Tensor] = field(default_factory=list)
+    """Per observed round, each world's projections on the first canary, one column per channel
+    (what the law-free statistic weighs)."""
     next: int = 0
 
     def __post_init__(self) -> None:
@@ -206,7 +273,10 @@ class Listener:
             values.append(torch.einsum("rp,rkp->rk", reading.vectors, directions))
             lengths = channel.clipped(public.hyper, game.canaries.length(model, reading.points))
             shifts.append(reading.gain[:, None] * lengths)
+        if not values:
+            return
         y, shift = torch.stack(values, -1), torch.stack(shifts, -1)
+        self.features.append(y[:, 0, :])
         law = channel.law(public, round, game.records)
         self.laws.append((law, shift[0, 0]))
         flat = log_likelihood_ratio(y.reshape(-1, y.shape[-1]), shift.reshape(-1, y.shape[-1]), law, channel.adjacency)
@@ -229,11 +299,14 @@ def worlds_per_run(game: Game) -> int:
     return max(1, WORLD_AGENTS // game.setup.topology.n)
 
 
-def _scores_of(game: Game, present: Tensor, seed: int, copies: int) -> tuple[np.ndarray, list]:
-    """One simulation's scores of the first canary and the laws they were scored with, as numpy
-    arrays (tensors returned from worker processes would each hold a file descriptor)."""
+def _scores_of(game: Game, present: Tensor, seed: int, copies: int) -> tuple[np.ndarray, list, np.ndarray]:
+    """One simulation's scores of the first canary, the laws they were scored with and the
+    per-round features [worlds, F], as numpy arrays (tensors returned from worker processes would
+    each hold a file descriptor)."""
     listener = play(game, present, seed, copies)
-    return listener.totals[:, 0].numpy(), [(law, shift.numpy()) for law, shift in listener.laws]
+    features = (torch.cat(listener.features, dim=1) if listener.features
+                else torch.zeros((copies, 0), dtype=torch.float64))
+    return listener.totals[:, 0].numpy(), [(law, shift.numpy()) for law, shift in listener.laws], features.numpy()
 
 
 def _one_thread() -> None:
@@ -241,12 +314,12 @@ def _one_thread() -> None:
 
 
 def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: int | None = None,
-           workers: int = 1) -> tuple[np.ndarray, Laws]:
+           workers: int = 1) -> tuple[np.ndarray, Laws, np.ndarray]:
     """`runs` independent scores of one world (canary present when `include`), `worlds` runs per
     simulation, the simulations spread over `workers` processes; simulation c is seeded by (seed,
     side, c), so the two sides of an audit never share a draw, even when both leave the canary out
     (the null audit), and where a simulation runs does not change its numbers. Returns the scores
-    and the laws the attacker scored with."""
+    the laws the attacker scored with and the per-round features of every run [runs, F]."""
     per = worlds or worlds_per_run(game)
     chunks = math.ceil(runs / per)
     seeds = [int(s) for s in np.random.SeedSequence([seed, side]).generate_state(chunks)]
@@ -258,7 +331,13 @@ def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: i
             found = list(pool.map(_scores_of, itertools.repeat(game), itertools.repeat(present), seeds, sizes))
     else:
         found = [_scores_of(game, present, chunk_seed, size) for chunk_seed, size in zip(seeds, sizes)]
-    return np.concatenate([values for values, _ in found]), [(law, torch.from_numpy(shift)) for law, shift in found[0][1]]
+    widths = {features.shape[1] for _, _, features in found}
+    if len(widths) > 1:
+        raise ValueError(f"the attacker read a different number of rounds and channels in different runs ({widths}): "
+                         "an extractor failed in some runs only")
+    laws = [(law, torch.from_numpy(shift)) for law, shift in found[0][1]]
+    return (np.concatenate([values for values, _, _ in found]), laws,
+            np.concatenate([features for _, _, features in found]))
 
 
 def _summary(values: np.ndarray) -> dict[str, float]:
@@ -292,15 +371,18 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
     if not 0 <= delta < 1:
         raise ConfigError(f"delta must lie in [0, 1), got {delta}")
     start = time.perf_counter()
-    scores_out, laws = scores(game, runs, False, seed, side=0, worlds=worlds, workers=workers)
-    scores_in, _ = scores(game, runs, not null, seed, side=1, worlds=worlds, workers=workers)
+    scores_out, laws, features_out = scores(game, runs, False, seed, side=0, worlds=worlds, workers=workers)
+    scores_in, _, features_in = scores(game, runs, not null, seed, side=1, worlds=worlds, workers=workers)
     wall = time.perf_counter() - start
+    if game.law_free is not None:
+        scores_out, scores_in = projection_scores(features_out, features_in)
     if not (np.isfinite(scores_out).all() and np.isfinite(scores_in).all()):
         raise ValueError("the attacker's scores are not finite (diverged training?)")
     noisy = bool(laws) and laws[0][0].family is not None
     chosen = protocol if protocol != "auto" else ("model" if noisy and game.canaries.kind == "gradient" else "held-out")
     if chosen == "model" and not noisy:
-        raise ConfigError(f"'{game.kind}' adds no noise: its threshold cannot be chosen from a law (use held-out)")
+        why = "is scored law-free" if game.law_free is not None else "adds no noise"
+        raise ConfigError(f"'{game.kind}' {why}: its threshold cannot be chosen from a law (use held-out)")
     model = simulated_scores(laws, game.channel.adjacency, MODEL_SAMPLES, seed) if chosen == "model" else None
 
     def bound(target: str, at: float) -> dict[str, Any]:
@@ -330,6 +412,8 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
         "null": null,
         "runs_per_side": runs,
         "protocol": chosen,
+        "statistic": game.statistic,
+        "statistic_method": STATISTICS[game.statistic],
         "delta": delta,
         "confidence": confidence,
         "eps_lb": eps_bound["value"],
@@ -348,6 +432,23 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
         "runs_per_second": 2 * runs / wall,
         "worlds_per_simulation": worlds or worlds_per_run(game),
     }
+
+
+def projection_scores(features_out: np.ndarray, features_in: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The law-free score of every run: Σ_f w_f (y_f − μ_out,f) over the rounds and channels f
+    heard, with μ_out, μ_in and the pooled variance v estimated on the held-out runs alone (the
+    first `SELECT_FRACTION` of each side, the split `held_out_bound` chooses its threshold on) and
+    w = (μ_in − μ_out)/v: a linear discriminant with diagonal covariance. Where every round shifts
+    the projection alike it is the sum of the rounds' standardised projections; a round the canary
+    does not move gets weight ≈ 0. The fresh runs, on which the bound is counted, never touch w."""
+    held_out = max(2, int(len(features_out) * SELECT_FRACTION))
+    held_in = max(2, int(len(features_in) * SELECT_FRACTION))
+    out, into = features_out[:held_out], features_in[:held_in]
+    centre = out.mean(axis=0)
+    spread = (out.var(axis=0, ddof=1) + into.var(axis=0, ddof=1)) / 2
+    floor = 1e-12 * max(float(spread.max(initial=0.0)), 1e-300)
+    weights = (into.mean(axis=0) - centre) / np.maximum(spread, floor)
+    return (features_out - centre) @ weights, (features_in - centre) @ weights
 
 
 def ratio(record: dict[str, Any]) -> float | None:
@@ -393,6 +494,8 @@ def one_run_game(game: Game, *, guesses: int = 20, confidence: float = 0.95, del
         "channels": list(game.scenarios),
         "canary": game.canaries.kind,
         "adjacency": game.channel.adjacency,
+        "statistic": game.statistic,
+        "statistic_method": STATISTICS[game.statistic],
         "canaries": count,
         "included": int(included.sum()),
         "guesses": 2 * guesses,

@@ -167,3 +167,45 @@ def fixed_batch(batch_size: int, records: int) -> float:
     """Inclusion probability of one record in a batch of `batch_size` drawn without replacement from
     `records`."""
     return min(1.0, batch_size / records)
+
+
+class ProjectionChannel(Channel):
+    """The law-free channel of any defense whose view has extractors: each extractor the tap feeds
+    is one channel, its target (the victim's released gradient, update or estimate, exactly as the
+    view rebuilds it from what was heard) projected on the canary's direction, with no noise law,
+    no scale and no gain. The statistic built on it (`attacks.audit.canary_audit`, statistic
+    "projection") learns each round's weight on held-out runs, so nothing about the mechanism is
+    assumed: it tests the code, not a model of it. An extractor that cannot be read at some round
+    (a momentum difference at round 0) is left out of that round, the same in every run."""
+
+    def __init__(self, defense: str, extractors: list[Extractor], adjacency: Adjacency,
+                 coordinate: bool = False, norm: float = 1.0) -> None:
+        self.defense = defense
+        self.adjacency = adjacency
+        self.coordinate = coordinate
+        self.norm = norm
+        self.pair = ("one of the victim's records replaced by the canary, or by the anti-canary"
+                     if adjacency == "replace-one" else "the canary record added to the victim's data, or absent")
+        super().__init__(*extractors)
+
+    def canary_norm(self, hyper: Mapping[str, Any]) -> float:
+        return self.norm
+
+    def read(self, transcript: Transcript, victims: list[int], round: int, scenarios: list[str],
+             records: int) -> list[Reading]:
+        readings = []
+        for extractor in self.extractors:
+            if extractor.scenario not in scenarios:
+                continue
+            try:
+                gradients, points = targets(extractor.extract, transcript, victims, round)
+            except ValueError:
+                continue
+            readings.append(Reading(gradients, points, torch.ones(len(victims), dtype=torch.float64)))
+        return readings
+
+    def law(self, public: PublicKnowledge, round: int, records: int) -> RoundLaw:
+        return RoundLaw(1.0, family=None)
+
+    def clipped(self, hyper: Mapping[str, Any], lengths: Tensor) -> Tensor:
+        return lengths

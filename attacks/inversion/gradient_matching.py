@@ -48,6 +48,7 @@ finite iterate seen so far (or no images, if there was none).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -312,6 +313,19 @@ class _Candidates:
         size = self.x.numel()
         logits = self.logits if self.hard is not None else flat[size:].view(self.logits.shape)
         return _Candidates(flat[:size].view(self.x.shape), logits, self.hard)
+
+    def reordered(self, order: tuple[int, ...]) -> _Candidates:
+        """Fresh leaf candidates whose local steps are taken in `order`: a multi-step target's
+        images (and labels) are one block per step along dimension 1, and block t of the result
+        is block `order[t]` of these."""
+
+        def blocks(v: Tensor) -> Tensor:
+            parts = v.detach().chunk(len(order), dim=1)
+            return torch.cat([parts[t] for t in order], dim=1)
+
+        hard = None if self.hard is None else blocks(self.hard)
+        logits = blocks(self.logits).requires_grad_(hard is None)
+        return _Candidates(blocks(self.x).requires_grad_(True), logits, hard)
 
 
 class _CurvatureMemory:
@@ -752,6 +766,7 @@ class BatchInversion:
 
     tv_weights: Annotated[tuple[NonNegative, ...], Field(min_length=1)] = (1e-2, 1e-3, 1e-4)
     evaluations: Count = 500
+    step_orders: Count = 6
     history_size: Count = 400
     init_std: Positive = 0.1
     dtype: DType = "float64"
@@ -775,20 +790,26 @@ class BatchInversion:
         candidates = _Candidates.start(setup, 1, self.init_std, None, boxed=False)
         plain = target.clipping is None and target.steps == 1 and target.step_size is None
         nonnegative = plain and final_inputs_nonnegative(model, setup.point, candidates.x[0].detach())
-        labels = extract_labels(setup.gradient, model, num_classes, setup.batch_size,
-                                nonnegative_inputs=nonnegative)
+        labels = None if target.steps > 1 else extract_labels(setup.gradient, model, num_classes, setup.batch_size,
+                                                              nonnegative_inputs=nonnegative)
         source = "optimised" if labels is None else "extracted"
         if labels is not None:
             candidates = _Candidates(candidates.x, candidates.logits.detach(), labels.expand(1, -1))
         scale = float(setup.gradient.square().sum()) or 1.0
         evaluations, tracker = 0, None
         for stage, weight in enumerate(self.tv_weights):
-            tracker = _Tracker(1, _shifted(observer, evaluations))
-            _lbfgs(setup, candidates, _relative_tv_objective(setup, weight, scale), tracker,
-                   evaluations=self.evaluations, lr=1.0, history_size=self.history_size,
-                   line_search="strong_wolfe", stop_at=-math.inf, project_every=None)
-            evaluations += tracker.evaluations
-            if (tracker.best_x is None or tracker.failure or tracker.stopped_by == "observer"
+            orders = _step_orders(target.steps, self.step_orders) if stage == 1 else []
+            screened: list[_Tracker] = []
+            for start in [candidates.reordered(order) for order in orders] if len(orders) > 1 else [candidates]:
+                screened.append(_Tracker(1, _shifted(observer, evaluations)))
+                _lbfgs(setup, start, _relative_tv_objective(setup, weight, scale), screened[-1],
+                       evaluations=self.evaluations, lr=1.0, history_size=self.history_size,
+                       line_search="strong_wolfe", stop_at=-math.inf, project_every=None)
+                evaluations += screened[-1].evaluations
+                if screened[-1].stopped_by == "observer":
+                    break
+            tracker = min(screened, key=_rank)
+            if (tracker.best_x is None or tracker.failure or screened[-1].stopped_by == "observer"
                     or stage == len(self.tv_weights) - 1):
                 break
             if labels is None and plain:
@@ -811,6 +832,20 @@ def _relative_tv_objective(setup: _Setup, weight: float, scale: float) -> Object
         return distance / scale + weight * total_variation(x), distance
 
     return objective
+
+
+def _step_orders(steps: int, limit: int) -> list[tuple[int, ...]]:
+    """The orders of τ local steps to screen: all τ! of them when there are at most `limit`,
+    else only the one the images already have."""
+    if math.factorial(steps) > limit:
+        return [tuple(range(steps))]
+    return list(itertools.permutations(range(steps)))
+
+
+def _rank(tracker: _Tracker) -> tuple[bool, bool, float]:
+    """Sort key of screened runs: one with a finite iterate and no failure first, then the lowest
+    objective."""
+    return tracker.best_x is None, bool(tracker.failure), float(tracker.best_objective[0])
 
 
 def _shifted(observer: Observer | None, offset: int) -> Observer | None:

@@ -114,8 +114,9 @@ def mechanism_relation(report: Any) -> dict[str, Any]:
 def game_options(table: AuditConfig) -> dict[str, Any]:
     """The canary game's options that a `[[audit]]` table sets (`attacks.audit.canary_audit.make_game`)."""
     return {"victim": table.victim, "threat": table.threat, "observer": table.observer, "links": table.links,
-            "canary": table.canary, "canary_label": table.canary_label, "canary_scale": table.canary_scale,
-            "scenarios": table.channels}
+            "directed_links": table.directed_links, "canary": table.canary, "canary_label": table.canary_label,
+            "canary_scale": table.canary_scale, "scenarios": table.channels, "statistic": table.statistic,
+            "canary_norm": table.canary_norm}
 
 
 def game_for_cell(cell: Cell, count: int = 1, **options: Any) -> Game:
@@ -249,7 +250,9 @@ def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
         how = (f"{table.runs:,} runs per world, {record['canary']} canary, threshold "
                + ("fixed in advance from the mechanism's law" if record["protocol"] == "model"
                   else "chosen on a held-out quarter of the runs"))
-    return (f"{how}; {table.threat} hears {', '.join(record['channels'])}; {record['adjacency']}: "
+    scored = (", scored law-free (each round's projection weighted on held-out runs; no law assumed)"
+              if record.get("statistic") == "projection" else "")
+    return (f"{how}{scored}; {table.threat} hears {', '.join(record['channels'])}; {record['adjacency']}: "
             f"{record.get('pair') or 'canary present or absent'}")
 
 

@@ -22,10 +22,10 @@ import math
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
+                      TypeAdapter, ValidationError, field_validator, model_serializer, model_validator)
 
 from attacks.audit.canaries import CANARY_KINDS
 from attacks.audit.mechanism_audit import check_size
@@ -210,7 +210,41 @@ class RunConfig(BaseModel):
         return self.defense().Params.model_validate(self.model_extra or {})
 
 
-class ThreatConfig(BaseModel):
+LINKS_HELP = "eavesdropper: undirected links heard, both directions of each ([[0, 1]]: 0 ↔ 1)"
+DIRECTED_LINKS_HELP = ("eavesdropper: directed links heard, [i, j] meaning i → j: what i sends to j and i's "
+                       "broadcasts, not what j sends; may be given with links")
+
+
+class _StableDump(BaseModel):
+    """A table whose dump its cell id hashes (and its rows store): the fields added after tables
+    were first stored (`LATER`, name → default) are left out of the dump while at their default,
+    so the tables written before them keep their ids and their results."""
+
+    LATER: ClassVar[dict[str, Any]] = {}
+
+    @model_serializer(mode="wrap")
+    def _without_later_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped = handler(self)
+        for name, default in self.LATER.items():
+            if name in dumped and getattr(self, name, None) == default:
+                dumped.pop(name)
+        return dumped
+
+
+class _HearsLinks(_StableDump):
+    """A table with an eavesdropper's `links` and `directed_links` (added later: `LATER`)."""
+
+    LATER: ClassVar[dict[str, Any]] = {"directed_links": None}
+
+    def misplaced_links(self) -> tuple[str, str] | None:
+        """(field, why) when a threat other than the eavesdropper is given links."""
+        for name in ("links", "directed_links"):
+            if self.threat != "eavesdropper" and getattr(self, name) is not None:
+                return name, "only the eavesdropper threat has links"
+        return None
+
+
+class ThreatConfig(_HearsLinks):
     """What an attack table shares: the defense tables it targets, the threat model that listens,
     the victim, and the label."""
 
@@ -219,7 +253,8 @@ class ThreatConfig(BaseModel):
     defense: list[str] | None = None
     threat: one_of(THREATS, "threat model") = "global_listener"
     observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
-    links: list[tuple[int, int]] | None = Field(None, description="eavesdropper: links heard")
+    links: list[tuple[int, int]] | None = Field(None, description=LINKS_HELP)
+    directed_links: list[tuple[int, int]] | None = Field(None, description=DIRECTED_LINKS_HELP)
     agents: list[int] | None = Field(None, min_length=1, description="coalition: the curious agents")
     victim: int = Field(0, ge=0)
 
@@ -227,8 +262,8 @@ class ThreatConfig(BaseModel):
         """(field, why) when a field is set that the chosen threat or target does not use."""
         if self.threat != "curious_neighbour" and self.observer is not None:
             return "observer", "only the curious_neighbour threat has one"
-        if self.threat != "eavesdropper" and self.links is not None:
-            return "links", "only the eavesdropper threat has links"
+        if (wrong := self.misplaced_links()) is not None:
+            return wrong
         if self.threat != "coalition" and self.agents is not None:
             return "agents", "only the coalition threat has agents"
         if self.threat == "coalition" and not isinstance(self, AttackConfig):
@@ -364,12 +399,14 @@ class MembershipConfig(ThreatConfig):
 AUDIT_KINDS = ("mechanism", "canary")
 _MECHANISM_FIELDS = ("mechanism", "params", "adjacency", "dim", "releases", "samples", "curve")
 _CANARY_FIELDS = ("defense", "method", "runs", "canaries", "guesses", "victim", "threat", "observer", "links",
-                  "canary", "channels", "protocol", "canary_label", "canary_scale")
+                  "directed_links", "canary", "channels", "protocol", "canary_label", "canary_scale", "statistic",
+                  "canary_norm")
 CANARY_METHODS = ("repeated", "one_run")
 PROTOCOLS = ("auto", "model", "held-out")
+STATISTICS = ("auto", "law", "projection")
 
 
-class AuditConfig(BaseModel):
+class AuditConfig(_HearsLinks):
     """One `[[audit]]` table: an empirical DP lower bound set beside a claim (`attacks/audit/mechanism_audit.py`).
 
     `kind = "mechanism"`: a mechanism sampled in isolation (`mechanism`, one of
@@ -378,7 +415,7 @@ class AuditConfig(BaseModel):
     re-estimated at each size in `curve` for the tightness-against-samples figure; one cell per seed.
     `kind = "canary"`: each run of the named defense tables (`defense`, by label; every table a
     canary audit supports when omitted), scored from what `threat` hears (`attacks/audit/canary_audit.py`; the
-    eavesdropper's `links` and the curious neighbour's `observer` as for attacks), through the
+    eavesdropper's `links` and `directed_links` and the curious neighbour's `observer` as for attacks), through the
     defense's canary `channels` that tap hears (all by default; `attacks/audit/channels.py`); one cell
     per run and seed. `canary` is the kind planted (`attacks/audit/canaries.py`): "gradient" (white-box
     gradient canaries, the strongest), "record" (a crafted input) or "outlier". `method =
@@ -387,6 +424,11 @@ class AuditConfig(BaseModel):
     ½, and guesses the `guesses` highest and lowest scored (Steinke, Nasr & Jagielski 2023).
     `protocol` picks how the test's threshold is chosen without touching the runs it is counted
     on: "model" (from the mechanism's law), "held-out" (on a quarter of the runs) or "auto".
+    `statistic` picks how a run is scored: "law" (the likelihood ratio of the law the defense's
+    view states), "projection" (law-free: the projections of what the extractors rebuild on the
+    canary's direction, weighted on held-out runs; any defense whose view has an extractor) or
+    "auto" (the law where the view states one); `canary_norm` is the law-free gradient canary's
+    length (default: the view channel's, else 1).
     `delta` is the δ of ε_LB (default: the claim's δ — 0 for a pure-ε claim — else 1e-5).
     """
 
@@ -412,13 +454,19 @@ class AuditConfig(BaseModel):
     victim: int = Field(0, ge=0)
     threat: one_of(THREATS, "threat model") = "global_listener"
     observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
-    links: list[tuple[int, int]] | None = Field(None, description="eavesdropper: links heard")
+    links: list[tuple[int, int]] | None = Field(None, description=LINKS_HELP)
+    directed_links: list[tuple[int, int]] | None = Field(None, description=DIRECTED_LINKS_HELP)
     canary: one_of(CANARY_KINDS, "canary") = "gradient"
     channels: list[str] | None = Field(None, min_length=1, description="the defense's canary channels to "
                                        "listen to (default: every one the threat model hears)")
     protocol: one_of(PROTOCOLS, "protocol") = "auto"
     canary_label: int = Field(0, ge=0)
     canary_scale: float = Field(2.0, gt=0)
+    statistic: one_of(STATISTICS, "statistic") = "auto"
+    canary_norm: float | None = Field(None, gt=0, description="law-free: the gradient canary's length (default: "
+                                      "the view's, else 1)")
+
+    LATER: ClassVar[dict[str, Any]] = {"directed_links": None, "statistic": "auto", "canary_norm": None}
 
     def misplaced(self) -> tuple[str, str] | None:
         """(field, why) when a field is set that the audit's kind does not use."""
@@ -428,8 +476,8 @@ class AuditConfig(BaseModel):
             return "threat", "the coalition threat applies to [[attack]] tables only"
         if self.kind == "canary" and self.threat != "curious_neighbour" and self.observer is not None:
             return "observer", "only the curious_neighbour threat has one"
-        if self.kind == "canary" and self.threat != "eavesdropper" and self.links is not None:
-            return "links", "only the eavesdropper threat has links"
+        if self.kind == "canary" and (wrong := self.misplaced_links()) is not None:
+            return wrong
         if self.kind == "canary" and self.method == "one_run" and self.protocol != "auto":
             return "protocol", "a one-run audit chooses no threshold"
         if self.kind == "canary":
@@ -524,8 +572,11 @@ class Campaign(BaseModel):
         table = self.audit[index]
         if table.kind != "canary":
             return []
-        chosen = _supporting(_named(self.defense, table.defense), CHANNELS, table.defense is not None,
-                             "has no canary audit", "has a canary audit")
+        if table.statistic == "law":
+            kinds, lacks, has = CHANNELS, "states no law for a canary channel", "states a canary channel's law"
+        else:
+            kinds, lacks, has = {kind for kind, _ in EXTRACTORS}, "has no extractor to audit", "has an extractor"
+        chosen = _supporting(_named(self.defense, table.defense), kinds, table.defense is not None, lacks, has)
         return [k for k, _ in chosen]
 
 

@@ -54,7 +54,7 @@ def attack_taps(attack: AttackConfig, defense: str, scenario: str, round: int,
     extractor = EXTRACTORS[defense, scenario]
     rounds = [t for t in extractor.rounds(round) if t >= 0]
     tap = build_tap(attack.threat, attack.victim, topology, rounds=rounds, kinds=extractor.kinds,
-                    observer=attack.observer, links=attack.links)
+                    observer=attack.observer, links=attack.links, directed_links=attack.directed_links)
     truth = GroundTruth(attack.victim, rounds=[round])
     truth.check(topology)
     return tap, truth

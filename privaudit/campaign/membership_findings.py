@@ -165,7 +165,8 @@ def membership_tap(table: MembershipConfig, defense: str, setup: Setup) -> Tap |
     view = MODEL_VIEWS[defense]
     topology = setup.topology
     tap = build_tap(table.threat, table.attacked[0], topology, rounds=view_rounds(table, defense),
-                    kinds=view.kinds, observer=table.observer, links=table.links)
+                    kinds=view.kinds, observer=table.observer, links=table.links,
+                    directed_links=table.directed_links)
     for victim in table.attacked:
         for round in table.rounds:
             view.check(tap, victim, topology, round)
