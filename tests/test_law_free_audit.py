@@ -22,7 +22,8 @@ from defenses.external import resolve
 from privaudit.campaign.audit_findings import game_for_table
 from privaudit.cli import main
 
-SHARE_GOSSIP = Path(__file__).parent / "data" / "share_gossip.py"
+ROOT = Path(__file__).resolve().parent.parent
+SHARE_GOSSIP = ROOT / "examples" / "share_gossip.py"
 DATA = {"dataset": "digits", "max_train": 40}
 
 
@@ -78,50 +79,16 @@ def test_a_defense_with_no_extractor_cannot_be_audited_law_free(tmp_path):
         sys.path.remove(str(tmp_path))
 
 
-CAMPAIGN = """
-[campaign]
-name = "share_gossip"
-seeds = [0]
-
-[data]
-dataset = "digits"
-max_train = 80
-
-[[defense]]
-kind = "share_gossip:ShareGossip"
-label = "share gossip"
-topology = "complete"
-agents = 4
-model = "logreg"
-rounds = 3
-eval_every = 3
-batch_size = 20
-sigma = 4.0
-
-[[audit]]
-kind = "canary"
-label = "global listener"
-threat = "global_listener"
-runs = 200
-
-[[audit]]
-kind = "canary"
-label = "curious neighbour 3"
-threat = "curious_neighbour"
-observer = 3
-runs = 200
-"""
 
 
 def test_a_third_party_defense_is_refuted_against_the_attacker_who_removes_its_noise(tmp_path, monkeypatch):
-    """From a campaign file alone: the defense's view (tests/data/share_gossip.py) registers two
+    """From a campaign file alone (examples/share_gossip.toml): the defense's view registers two
     extractors and no law. The global listener hears the noise each agent sends to its lowest
     neighbour and subtracts it: the release is noiseless and the claim (ε ≈ 1.85 at σ = 4, T = 3)
     is refuted. Curious neighbour 3 hears every broadcast but no share of agent 0's: its bound
     stays within the claim."""
-    monkeypatch.syspath_prepend(str(SHARE_GOSSIP.parent))
-    (tmp_path / "campaign.toml").write_text(CAMPAIGN)
-    assert main(["run", str(tmp_path / "campaign.toml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    monkeypatch.chdir(ROOT)
+    assert main(["run", "examples/share_gossip.toml", "--out", str(tmp_path / "out"), "--quiet"]) == 0
     rows = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
     audits = {row["label"]: row for row in rows if row["type"] == "audit"}
     listener, neighbour = audits["global listener"], audits["curious neighbour 3"]

@@ -1,9 +1,19 @@
-"""A third-party defense for the law-free canary audit's test: noisy gossip whose noise one attacker
-can remove. Agent i takes a local step u_i = x_i − η g_i (per-sample ℓ2 clipping C, mean over B
-records), broadcasts y_i = u_i + n_i with n_i ~ N(0, (σΔ)² I), Δ = 2ηC/B, and — the flaw — sends
-n_i itself to its lowest-numbered neighbour as a "backup share"; then x_i ← Σ_j w_ij y_j. Claimed:
-the Gaussian mechanism per round (replace-one, sensitivity Δ), composed over T rounds by RDP.
-True for an attacker who never hears a share; false for one who hears both."""
+"""A second defense defined outside privaudit, with a false claim: noisy gossip that sends its noise
+beside its model. Nothing in privaudit imports this module; `examples/share_gossip.toml` audits it.
+
+The algorithm. Agent i takes a local step u_i = x_i − η g_i (per-sample ℓ2 clipping to C, the mean
+over B records), broadcasts y_i = u_i + n_i with n_i ~ N(0, (σΔ)² I), Δ = 2ηC/B, and — the flaw —
+sends n_i itself to its lowest-numbered neighbour as a "backup share"; then x_i ← Σ_j w_ij y_j.
+
+The claim: the Gaussian mechanism per round (one record replaced moves u_i by at most Δ in ℓ2),
+composed over the T rounds by RDP. It holds for an attacker who never hears a share, and is false
+for one who hears both messages: y_i − n_i is the noiseless step.
+
+Its view, at the bottom: two extractors, no law. "noisy" reads (x_i^t − y_i^t)/η = g − n/η from
+the broadcasts; "exact" also subtracts the share, when the tap hears it. The canary audit scores
+them law-free (`attacks.audit.canary_audit`, statistic "projection"): no one had to write down how
+the noise enters, so the audit tests the code, not a model of it.
+"""
 
 import dp_accounting
 import torch
