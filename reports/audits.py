@@ -42,11 +42,13 @@ def number(value: Any) -> str:
 
 def samples_text(row: dict[str, Any]) -> str:
     """How much the bound rests on: observations per input (mechanism), runs per world (canary,
-    repeated runs) or canaries in one training run (canary, one run)."""
+    repeated runs), canaries in one training run (canary, one run) or trials (reconstruction)."""
     samples = row.get("samples")
     if not isinstance(samples, int):
         return "samples not stored"
-    if row.get("kind") != "canary":
+    if row.get("kind") == "reconstruction":
+        unit = "reconstruction trials"
+    elif row.get("kind") != "canary":
         unit = "observations per input"
     else:
         unit = "canaries in one training run" if row.get("method") == "one_run" else "runs per world"

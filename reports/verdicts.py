@@ -27,9 +27,9 @@ Analytic findings stand beside the status, in their own colour and first on the 
 they need no attack: the claim's premise failed in the run, the claim lies outside its theorem's
 range, no sound bound exists, or the claim is vacuous (`privaudit.accounting.FINDING_KINDS`).
 
-Audit rows reach a defense run's verdict when they are canary audits of it (their `training` cell
-is one of the run's, else their `defense_label` is the run's label or its `[[defense]]` table's
-label); mechanism audits and canary audits matching no run are verdicts of their own, and a
+Audit rows reach a defense run's verdict when they are canary or reconstruction audits of it (their
+`training` cell is one of the run's, else their `defense_label` is the run's label or its `[[defense]]`
+table's label); mechanism audits and run audits matching no run are verdicts of their own, and a
 defense run names the mechanism audits of its algorithm beside its verdict. Bounds, verdicts and
 tightness are read from the audit rows, never recomputed; the tightness is the audit's own (its
 bound over the sound value of the configuration it audited).
@@ -59,6 +59,8 @@ MEANINGS = {
 }
 """Each status with what it means, in the order the summary lists them (worst first)."""
 
+RUN_AUDITS = ("canary", "reconstruction")
+"""Audit kinds that audit one defense run (their rows name its training cell)."""
 _RELATIVE = 1e-6
 """Two accounted values closer than this (relative) are the same number printed twice."""
 
@@ -321,7 +323,7 @@ def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, re
         status = "no privacy"
         why = claims[0].get("sound_method") or claims[0].get("equation") or "no reason stored"
         sentence = f"No privacy is claimed ({why})"
-        sentence += (": the strongest leakage found is listed below." if leakage else
+        sentence += (": the strongest leakage found is listed below." if leakage or evidence.bounded else
                      "; no attack in these results measured what leaks.")
     elif audited is not None and audited[0] == "refuted":
         status, sentence = audited
@@ -393,19 +395,20 @@ def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _link(audits: dict[str, list[dict[str, Any]]], runs: dict[str, list[dict[str, Any]]]) -> tuple[
         dict[str, list[dict[str, Any]]], list[list[dict[str, Any]]]]:
-    """Canary audits onto the runs they speak for: the run holding the training cell the audit
-    names, else the run with its `defense_label`, else the runs of the table with that label; the
-    audits left over are verdicts of their own."""
+    """Canary and reconstruction audits onto the runs they speak for: the run holding the training
+    cell the audit names, else the run with its `defense_label`, else the runs of the table with
+    that label; the audits left over are verdicts of their own."""
     linked: dict[str, list[dict[str, Any]]] = {label: [] for label in runs}
     run_of_cell = {row["cell"]: label for label, seeds in runs.items() for row in seeds}
     alone = []
     for rows in audits.values():
         speaks = rows[0].get("defense_label")
         matches = []
-        if rows[0].get("kind") == "canary":
+        of_run = rows[0].get("kind") in RUN_AUDITS
+        if of_run:
             matches = list(dict.fromkeys(run_of_cell[row["training"]] for row in rows
                                          if row.get("training") in run_of_cell))
-        if not matches and rows[0].get("kind") == "canary" and speaks:
+        if not matches and of_run and speaks:
             matches = [label for label, seeds in runs.items() if seeds[0].get("label") == speaks] or \
                       [label for label, seeds in runs.items()
                        if ((seeds[0].get("config") or {}).get("run") or {}).get("label") == speaks]

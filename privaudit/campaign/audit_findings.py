@@ -24,6 +24,13 @@ claims no privacy has nothing to refute, and its bound stands alone. `findings` 
 analytic findings and, for a mechanism audit of a claim whose relation the code does not enforce
 for records, the record-level measurement (`attacks.audit.mechanism_audit`'s premise).
 
+A reconstruction audit (`attacks.audit.reconstruction_game.play`) plays the informed-adversary game
+on one run: in each trial the victim holds exactly one record drawn from a candidate pool, an
+inversion attack rebuilds it from what the threat model heard, and the successes force ε up
+(`attacks.audit.reconstruction_bounds`). Its row has the canary row's fields; its verdict uses the
+same rule, for the relation the game tests, replacing one record (an add/remove claim (ε, δ)
+implies (2ε, (1 + e^ε)δ) for it).
+
 A canary audit's game is built here from a campaign cell or a `[[defense]]` table
 (`game_for_cell`, `game_for_table`): `attacks.audit.canary_audit` takes a set-up and a defense's parameters,
 and only this layer knows how a campaign turns into them.
@@ -36,12 +43,16 @@ import time
 from typing import Any
 
 from attacks.audit.bounds import perfect_test_eps
-from attacks.audit.canary_audit import Game, audit_game, make_game, one_run_game
+from attacks.audit.canary_audit import Game, audit_delta, audit_game, make_game, one_run_game
 from attacks.audit.canary_statistics import SELECT_FRACTION
 from attacks.audit.mechanism_audit import audit
 from attacks.audit.mechanisms import MECHANISMS
 from attacks.audit.one_run import one_run_eps
+from attacks.audit.reconstruction_bounds import reconstruction_bound
+from attacks.audit.reconstruction_game import ReconstructionGame, make_reconstruction_game, play
 from attacks.audit.verdict import Verdict, decide
+from attacks.inversion import INVERSIONS
+from attacks.views import EXTRACTORS
 from privaudit import __version__
 from privaudit.accounting import Claim, Neighbours
 from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand
@@ -162,13 +173,27 @@ def _game(cell: AuditCell) -> Game:
     return game_for_cell(cell.training, table.canaries if table.method == "one_run" else 1, **game_options(table))
 
 
+def reconstruction_game(cell: AuditCell) -> ReconstructionGame:
+    """The reconstruction game of the training cell `cell.training` (its data, run shape,
+    hyperparameters and seed) as the table sets it; every problem is a one-line ConfigError."""
+    table, training = cell.table, cell.training
+    kind = training.run.kind
+    scenario = table.scenario or next(s for k, s in EXTRACTORS if k == kind)
+    return make_reconstruction_game(build_setup(training), kind, training.params, training.run.rounds,
+                                    scenario=scenario, round=table.round, attack=table.attack,
+                                    threshold_db=table.threshold_db, pool=table.pool, victim=table.victim,
+                                    threat=table.threat, observer=table.observer, links=table.links,
+                                    directed_links=table.directed_links)
+
+
 def check_audit(cell: AuditCell) -> None:
-    """Build a canary audit's game, so a victim, threat or channel its run cannot serve fails
-    before anything runs, as a ConfigError naming the cell; a mechanism audit needs no check here."""
+    """Build a canary or reconstruction audit's game, so a victim, threat, channel or round its
+    run cannot serve fails before anything runs, as a ConfigError naming the cell; a mechanism
+    audit needs no check here."""
     if cell.training is None:
         return
     try:
-        _game(cell)
+        (reconstruction_game if cell.table.kind == "reconstruction" else _game)(cell)
     except ConfigError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
 
@@ -296,6 +321,133 @@ def canary_finding(cell: AuditCell) -> dict[str, Any]:
     }
 
 
+REPLACE_ONE = Neighbours("replace-one", "record")
+"""The relation a reconstruction game tests: the victim's one record replaced by another."""
+
+
+def replace_one_claim(claim: Claim) -> tuple[float, float] | str | None:
+    """The (ε, δ) the claim gives for replacing one record, or why it gives none (a str), or None
+    when it claims nothing. An add/remove claim composes over the two steps, removing z and adding
+    z′: P[M(D) ∈ S] ≤ e^ε(e^ε P[M(D′) ∈ S] + δ) + δ, i.e. (2ε, (1 + e^ε)δ) (group privacy)."""
+    if claim.eps_claimed is None or claim.neighbours is None:
+        return None
+    neighbours, eps, delta = claim.neighbours, claim.eps_claimed, claim.delta or 0.0
+    if neighbours.unit != "record":
+        return (f"the claim's neighbours differ in {neighbours.words()}; a reconstruction game replaces one record, "
+                "which the claim does not bound")
+    if neighbours.change == "replace-one":
+        return eps, delta
+    implied = (1.0 + math.exp(min(eps, 700.0))) * delta if delta > 0 else 0.0
+    if implied >= 1:
+        return (f"the add/remove claim (ε = {eps:.4g}, δ = {delta:.3g}) gives nothing for replacing one record: "
+                f"(1 + e^ε)δ ≥ 1")
+    return 2.0 * eps, implied
+
+
+def reconstruction_delta(claim: Claim, asked: float | None) -> float:
+    """δ of a reconstruction audit's bound: the one asked for, else the δ of the claim for
+    replacing one record (`replace_one_claim`), else `attacks.audit.canary_audit.audit_delta`'s."""
+    compared = replace_one_claim(claim)
+    if asked is None and isinstance(compared, tuple):
+        return compared[1]
+    return audit_delta(claim, asked)
+
+
+def reconstruction_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
+    """The reconstruction audit's verdict on `claim`, by the one rule of `attacks.audit.verdict`:
+    the bound exceeds the claim when ε_LB at the bound's δ exceeds the ε the claim gives for
+    replacing one record at a δ no larger. The audit could not have refuted the claim when even
+    every trial succeeding stays at or below it, or when its δ is below the claim's."""
+    eps_lb, delta = record["eps_lb"], record["delta"]
+    forced = (f"the reconstructions force ε ≥ {eps_lb:.4g} at δ = {delta:.3g} for replacing one record "
+              f"({record['confidence']:.0%} confidence)")
+    compared = replace_one_claim(claim)
+    if compared is None:
+        return Verdict("not evaluable", None, f"no DP claim is made; {forced}").as_dict()
+    if isinstance(compared, str):
+        return Verdict("not evaluable", None, f"{compared}; {forced}").as_dict()
+    eps, claimed_delta = compared
+    exceeds = eps_lb > eps and delta >= claimed_delta
+    doubled = "" if claim.neighbours.change == "replace-one" else f" (2 × ε = {claim.eps_claimed:.4g} of add/remove)"
+    measured = f"{forced}, {'above' if exceeds else 'not above'} the claimed ε = {eps:.4g}{doubled}"
+    ceiling = reconstruction_bound(record["trials"], record["trials"], record["kappa"], delta,
+                                   record["confidence"]).eps_lb
+    powerless = None
+    if delta < claimed_delta:
+        powerless = (f"the bound's δ = {delta:.3g} is below the claim's δ = {claimed_delta:.3g} for replacing one "
+                     "record")
+    elif ceiling <= eps:
+        powerless = (f"this audit cannot refute ε = {eps:.4g}: even {record['trials']} successes in "
+                     f"{record['trials']} trials certify at most ε ≥ {ceiling:.4g}")
+    elif eps_lb <= 0:
+        measured += f" (every trial succeeding would give ε ≥ {ceiling:.4g})"
+    return decide(claim, f"(ε = {eps:.4g}, δ = {claimed_delta:.3g})-DP for replacing one record", exceeds=exceeds,
+                  found=eps_lb > 0, measured=measured, ratio=eps_lb / eps if eps > 0 else math.inf,
+                  powerless=powerless).as_dict()
+
+
+def reconstruction_relation(claim: Claim) -> dict[str, Any]:
+    """The relation the reconstruction game tests (replacing one record) beside the claim's."""
+    audited, neighbours = REPLACE_ONE.words(), claim.neighbours
+    if neighbours is None or claim.eps_claimed is None:
+        return {"claimed": None, "audited": audited, "same": False, "why": "the defense claims no privacy"}
+    compared = replace_one_claim(claim)
+    same = (neighbours.change, neighbours.unit) == ("replace-one", "record")
+    why = None if same else compared if isinstance(compared, str) else (
+        "replacing one record is two add/remove steps: the claim (ε, δ) gives (2ε, (1 + e^ε)δ) for it")
+    return {"claimed": neighbours.words(), "audited": audited, "same": same, "why": why}
+
+
+def _reconstruction_attack(record: dict[str, Any]) -> str:
+    """What a reconstruction audit did, in words, for the report."""
+    return (f"{INVERSIONS[record['attack']].title} on the {record['scenario']} target at round {record['round']}, "
+            f"{record['trials']} trials, the victim holding one record; success = PSNR ≥ "
+            f"{record['threshold_db']:g} dB against a prior of {record['pool']:,} records, "
+            f"κ ≤ {record['kappa']:.3g} (≥ {record['kappa_lower']:.3g})")
+
+
+def reconstruction_finding(cell: AuditCell) -> dict[str, Any]:
+    """The reconstruction audit of the training cell `cell.training`: `cell.table.trials` trials
+    of the informed-adversary game (`attacks.audit.reconstruction_game`), the ε_LB they force
+    for replacing one record, and the verdict on the run's claim (the game keeps its sampling
+    rates, `attacks.audit.reconstruction_game.holding`)."""
+    table, training = cell.table, cell.training
+    game = reconstruction_game(cell)
+    claim = game.claim
+    record = play(game, trials=table.trials, confidence=table.confidence,
+                  delta=reconstruction_delta(claim, table.delta))
+    sound = _finite(claim.eps_sound)
+    compared = replace_one_claim(claim)
+    sound_compared = None if sound is None or not isinstance(compared, tuple) else (
+        sound if claim.neighbours.change == "replace-one" else 2.0 * sound)
+    return {
+        "subject": training.label,
+        "defense": training.run.kind,
+        "defense_label": training.label,
+        "eps_lb": record["eps_lb"],
+        "delta_lb": None,
+        "delta_lb_eps": None,
+        "delta": record["delta"],
+        "confidence": table.confidence,
+        "samples": table.trials,
+        "eps_claimed": claim.eps_claimed,
+        "eps_stated": claim.eps_stated,
+        "eps_sound": sound,
+        "delta_sound": None,
+        "eps_estimate": None,
+        "estimate_method": None,
+        "exact": None,
+        "verdict": reconstruction_verdict(record, claim),
+        "tightness": {"of": "eps", "sound": record["eps_lb"] / sound_compared if sound_compared else None,
+                      "exact": None},
+        "curve": [],
+        "attack": _reconstruction_attack(record),
+        "findings": [{"kind": kind, "text": text} for kind, text in claim.analytic()],
+        "relation": reconstruction_relation(claim),
+        "detail": record,
+    }
+
+
 def audit_headline(row: dict[str, Any]) -> str:
     """One line for the campaign log: the bound, its confidence and the verdict."""
     if row["status"] != "ok":
@@ -316,7 +468,9 @@ def audit_row(cell: AuditCell) -> dict[str, Any]:
     started = time.perf_counter()
     table = cell.table
     try:
-        found = mechanism_finding(cell) if table.kind == "mechanism" else canary_finding(cell)
+        finding = {"mechanism": mechanism_finding, "canary": canary_finding,
+                   "reconstruction": reconstruction_finding}[table.kind]
+        found = finding(cell)
         found["status"] = "ok"
     except (ValueError, FloatingPointError) as error:
         reason = error.args[0] if error.args else type(error).__name__

@@ -263,7 +263,7 @@ def _attacks_text(found: dict[str, Any]) -> list[str]:
                  f"{', '.join(membership['targets'])}")
     lines += [f"    intercepted model of {entry['defense']}: {entry['needs']}" for entry in membership["models"]]
     lines += ["    every table:"] + _field_lines(membership["table"], "      ")
-    lines.append("  audits ([[audit]] kind = \"mechanism\" | \"canary\"), every table:")
+    lines.append("  audits ([[audit]] kind = \"mechanism\" | \"canary\" | \"reconstruction\"), every table:")
     lines += _field_lines(audits["table"], "    ")
     lines.append("    mechanisms (mechanism = ..., params = {...}):")
     for entry in audits["mechanisms"]:

@@ -3,8 +3,8 @@
 A training cell is one run of a `[[defense]]` table (one grid combination) at one seed; an
 attack cell is one `[[attack]]` table on one training cell at one attacked round; a membership
 cell likewise for a `[[membership]]` table; an audit cell is one `[[audit]]` table at one seed
-(a canary audit on one training cell). A cell's id is a hash of its normalised configuration
-(data, run shape, validated hyperparameters, seed, and for a finding its table and round), so
+(a canary or reconstruction audit on one training cell). A cell's id is a hash of its normalised
+configuration (data, run shape, validated hyperparameters, seed, and for a finding its table and round), so
 the same cell has the same id in every run of every campaign that contains it, and a re-run
 skips the cells already in the results.
 """
@@ -146,8 +146,9 @@ class MembershipCell(FindingCell):
 
 @dataclass(frozen=True)
 class AuditCell:
-    """One `[[audit]]` table at one seed: a mechanism audit (no training cell), or a canary audit
-    of one training cell (its configuration and seed; the audit trains its own runs)."""
+    """One `[[audit]]` table at one seed: a mechanism audit (no training cell), or a canary or
+    reconstruction audit of one training cell (its configuration and seed; the audit trains its own
+    runs)."""
 
     id: str
     index: int
@@ -189,8 +190,8 @@ def _distinct(cells: list[Any]) -> list[Any]:
 
 
 def expand_audits(campaign: Campaign, cells: list[Cell]) -> list[AuditCell]:
-    """Every (mechanism audit table, seed) and (canary audit table, training cell it targets), in
-    file order."""
+    """Every (mechanism audit table, seed) and (canary or reconstruction audit table, training
+    cell it targets), in file order."""
     found = []
     for index, table in enumerate(campaign.audit):
         targets = set(campaign.audit_targets(index))

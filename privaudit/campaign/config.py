@@ -396,11 +396,18 @@ class MembershipConfig(ThreatConfig):
         return self.label or f"membership ({self.target})"
 
 
-AUDIT_KINDS = ("mechanism", "canary")
+AUDIT_KINDS = ("mechanism", "canary", "reconstruction")
 _MECHANISM_FIELDS = ("mechanism", "params", "adjacency", "dim", "releases", "samples", "curve")
-_CANARY_FIELDS = ("defense", "method", "runs", "canaries", "guesses", "victim", "threat", "observer", "links",
-                  "directed_links", "canary", "channels", "protocol", "canary_label", "canary_scale", "statistic",
-                  "canary_norm")
+_RUN_FIELDS = ("defense", "victim", "threat", "observer", "links", "directed_links")
+"""What every audit of a defense run has: the run, the victim and who listens."""
+_CANARY_ONLY = ("method", "runs", "canaries", "guesses", "canary", "channels", "protocol", "canary_label",
+                "canary_scale", "statistic", "canary_norm")
+_CANARY_FIELDS = _RUN_FIELDS + _CANARY_ONLY
+_RECONSTRUCTION_FIELDS = ("attack", "scenario", "round", "threshold_db", "trials", "pool")
+_UNUSED = {"mechanism": _CANARY_FIELDS + _RECONSTRUCTION_FIELDS, "canary": _MECHANISM_FIELDS + _RECONSTRUCTION_FIELDS,
+           "reconstruction": _MECHANISM_FIELDS + _CANARY_ONLY}
+MAX_POOL = 10_000
+"""Candidates a reconstruction audit's prior may hold (κ compares every pair of them)."""
 CANARY_METHODS = ("repeated", "one_run")
 PROTOCOLS = ("auto", "model", "held-out")
 STATISTICS = ("auto", "law", "projection")
@@ -429,7 +436,18 @@ class AuditConfig(_HearsLinks):
     canary's direction, weighted on held-out runs; any defense whose view has an extractor) or
     "auto" (the law where the view states one); `canary_norm` is the law-free gradient canary's
     length (default: the view channel's, else 1).
-    `delta` is the δ of ε_LB (default: the claim's δ — 0 for a pure-ε claim — else 1e-5).
+    `kind = "reconstruction"`: the informed-adversary reconstruction game on each run of the named
+    defense tables (`attacks/audit/reconstruction_game.py`; one cell per run and seed): in each of
+    `trials` trials the victim's local data is exactly one record z drawn uniformly from a pool of
+    `pool` held-out records (every other agent's data as the run has them; DP bounds how well one
+    record of the dataset can be rebuilt, so the victim holds only z), the defense runs with a fresh
+    seed, `threat` hears it, the `scenario` extractor reads the target at `round`, the inversion
+    `attack` rebuilds one image, and the trial succeeds when its PSNR against z is at least
+    `threshold_db`. ε_LB = log((p_LB − δ)/κ) (`attacks/audit/reconstruction_bounds.py`), κ the
+    prior's baseline for that threshold.
+    `delta` is the δ of ε_LB (default: the claim's δ — 0 for a pure-ε claim — else 1e-5; a
+    reconstruction audit of an add/remove claim takes the δ that claim implies for replacing one
+    record).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -465,8 +483,21 @@ class AuditConfig(_HearsLinks):
     statistic: one_of(STATISTICS, "statistic") = "auto"
     canary_norm: float | None = Field(None, gt=0, description="law-free: the gradient canary's length (default: "
                                       "the view's, else 1)")
+    attack: one_of(INVERSIONS, "attack") = Field("idlg", description="reconstruction: the inversion attack, one "
+                                                 "guess per trial")
+    scenario: str | None = Field(None, description="reconstruction: the defense's extraction scenario (default: "
+                                 "its first)")
+    round: int = Field(0, ge=0, description="reconstruction: the attacked round")
+    threshold_db: float = Field(30.0, description="reconstruction: a trial succeeds when the reconstruction's PSNR "
+                                "against the target is at least this many dB")
+    trials: Annotated[int, AfterValidator(within("runs"))] = Field(
+        20, ge=1, description="reconstruction: independent trials (a fresh target and seed each)")
+    pool: int = Field(1000, ge=1, le=MAX_POOL, description="reconstruction: candidate records of the prior, drawn "
+                      "from the held-out split (at most as many as it has)")
 
-    LATER: ClassVar[dict[str, Any]] = {"directed_links": None, "statistic": "auto", "canary_norm": None}
+    LATER: ClassVar[dict[str, Any]] = {"directed_links": None, "statistic": "auto", "canary_norm": None,
+                                       "attack": "idlg", "scenario": None, "round": 0, "threshold_db": 30.0,
+                                       "trials": 20, "pool": 1000}
 
     def misplaced(self) -> tuple[str, str] | None:
         """(field, why) when a field is set that the audit's kind does not use."""
@@ -474,9 +505,9 @@ class AuditConfig(_HearsLinks):
             return "mechanism", "required when kind = 'mechanism'"
         if self.threat == "coalition":
             return "threat", "the coalition threat applies to [[attack]] tables only"
-        if self.kind == "canary" and self.threat != "curious_neighbour" and self.observer is not None:
+        if self.kind != "mechanism" and self.threat != "curious_neighbour" and self.observer is not None:
             return "observer", "only the curious_neighbour threat has one"
-        if self.kind == "canary" and (wrong := self.misplaced_links()) is not None:
+        if self.kind != "mechanism" and (wrong := self.misplaced_links()) is not None:
             return wrong
         if self.kind == "canary" and self.method == "one_run" and self.protocol != "auto":
             return "protocol", "a one-run audit chooses no threshold"
@@ -487,15 +518,14 @@ class AuditConfig(_HearsLinks):
                     return name, f"not a field of a {self.method} canary audit"
             if self.method == "one_run" and 2 * self.guesses > self.canaries:
                 return "guesses", f"2 × guesses must be at most canaries ({self.canaries}), got {self.guesses}"
-        unused = _CANARY_FIELDS if self.kind == "mechanism" else _MECHANISM_FIELDS
-        for name in unused:
+        for name in _UNUSED[self.kind]:
             if name in self.model_fields_set:
                 return name, f"not a field of a {self.kind} audit"
         return None
 
     @property
     def name(self) -> str:
-        return self.label or (f"{self.mechanism} audit" if self.kind == "mechanism" else "canary audit")
+        return self.label or (f"{self.mechanism} audit" if self.kind == "mechanism" else f"{self.kind} audit")
 
 
 class Campaign(BaseModel):
@@ -545,17 +575,24 @@ class Campaign(BaseModel):
         chosen = _named(self.defense, table.defense)
         if table.threat == "coalition":
             return [(k, "coalition") for k, d in chosen if table.defense is not None or d.kind in DYNAMICS]
+        return self._extracting(chosen, table.scenario, table.defense is not None)
+
+    @staticmethod
+    def _extracting(chosen: list[tuple[int, RunConfig]], scenario: str | None,
+                    named: bool) -> list[tuple[int, str]]:
+        """The chosen defense tables with an extractor for `scenario` (default: each one's first),
+        with the scenario on each; a table named by label without it is an error, as is none left."""
         found = []
         for k, d in chosen:
             known = [s for kind, s in EXTRACTORS if kind == d.kind]
-            scenario = table.scenario or (known[0] if known else None)
-            if scenario in known:
-                found.append((k, scenario))
-            elif table.defense is not None:
-                raise ValueError(f"defense '{d.name}' ({d.kind}) has no scenario '{table.scenario}' "
+            picked = scenario or (known[0] if known else None)
+            if picked in known:
+                found.append((k, picked))
+            elif named:
+                raise ValueError(f"defense '{d.name}' ({d.kind}) has no scenario '{scenario}' "
                                  f"(known: {', '.join(known) or 'none'})")
         if not found:
-            raise ValueError(f"no defense table has the scenario '{table.scenario}'")
+            raise ValueError(f"no defense table has the scenario '{scenario}'")
         return found
 
     def membership_targets(self, index: int) -> list[int]:
@@ -568,10 +605,14 @@ class Campaign(BaseModel):
         return [k for k, _ in chosen]
 
     def audit_targets(self, index: int) -> list[int]:
-        """The defense tables canary audit `index` runs on (none for a mechanism audit)."""
+        """The defense tables canary or reconstruction audit `index` runs on (none for a mechanism
+        audit); a reconstruction audit's, those whose view has its scenario's extractor."""
         table = self.audit[index]
-        if table.kind != "canary":
+        if table.kind == "mechanism":
             return []
+        if table.kind == "reconstruction":
+            return [k for k, _ in self._extracting(_named(self.defense, table.defense), table.scenario,
+                                                   table.defense is not None)]
         if table.statistic == "law":
             kinds, lacks, has = CHANNELS, "states no law for a canary channel", "states a canary channel's law"
         else:
