@@ -18,15 +18,15 @@ transcripts' `public.defense` and the extractors' keys. The same class therefore
 cells whether a campaign names it by path or by entry point; a name another class already holds (a
 shipped defense's) is refused.
 
-Attacks read a defense's messages through extractors (`attacks.extraction.EXTRACTORS`, keyed by
-defense name and scenario). A module outside privaudit registers its own at import, at the top
-level, beside the class:
+Attacks read a defense's messages through its view (`attacks.views`: extractors keyed by defense
+name and scenario, a model view, a canary channel, ...). A module outside privaudit registers its
+own at import, at the top level, beside the class:
 
     register_extractor(Extractor("my_defense", "state_difference", my_extract, ...))
 
 so importing the module is all it takes, in the driver and in every worker process (which imports
 it again from the path `resolve` found it at). This module imports no attack: defenses never do.
-`examples/laplace_gossip.py` is a complete third-party defense with its extractor.
+`examples/laplace_gossip.py` and `examples/share_gossip.py` are complete third-party defenses with their views.
 """
 
 from __future__ import annotations

@@ -13,18 +13,39 @@ from its own code and the runs alone — no hand-written law — and the audit i
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
+from attacks import views
 from attacks.audit.canary_audit import audit_game
+from defenses import DEFENSES
 from defenses.external import resolve
 from privaudit.campaign.audit_findings import game_for_table
 from privaudit.cli import main
+from privaudit.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARE_GOSSIP = ROOT / "examples" / "share_gossip.py"
 DATA = {"dataset": "digits", "max_train": 40}
+
+
+@pytest.fixture
+def third_party():
+    """Defenses loaded by a test leave no trace: the registries and the imported example modules
+    are restored afterwards (other tests check that nothing imported the examples)."""
+    registries = [DEFENSES, views.EXTRACTORS, views.MODEL_VIEWS, views.CHANNELS, views.DYNAMICS, views.NOISE,
+                  views.BATCH_SIZES]
+    saved = [dict(registry) for registry in registries]
+    modules = set(sys.modules)
+    yield
+    for registry, before in zip(registries, saved):
+        registry.clear()
+        registry.update(before)
+    for name in set(sys.modules) - modules:
+        if name.split(".")[0] in ("examples", "mute_gossip"):
+            del sys.modules[name]
 
 
 def test_null_law_free_audits_find_nothing_in_19_of_20_seeds():
@@ -37,7 +58,7 @@ def test_null_law_free_audits_find_nothing_in_19_of_20_seeds():
 
 
 @pytest.mark.parametrize("epsilon, detected", [(0.25, 0), (1.0, 1), (4.0, 15)])
-def test_a_defense_of_known_eps_is_never_refuted_law_free(epsilon, detected):
+def test_a_defense_of_known_eps_is_never_refuted_law_free(epsilon, detected, third_party):
     """Laplace gossip is ε₀-DP per round (pure, one record replaced): T = 2 rounds claim 2ε₀. In 20
     seeds the law-free bound never exceeds the claim, and it finds the leak that is there (at
     ε₀ = 4, ε_LB > 0 in at least 15 seeds)."""
@@ -61,27 +82,19 @@ def test_a_view_with_a_law_is_scored_with_it_and_the_row_says_so():
     assert "law-free" in free["statistic_method"] and free["protocol"] == "held-out"
 
 
-def test_a_defense_with_no_extractor_cannot_be_audited_law_free(tmp_path):
+def test_a_defense_with_no_extractor_cannot_be_audited_law_free(tmp_path, monkeypatch, third_party):
     """Nothing to read, nothing to audit: a one-line error, not a score of zeros."""
-    from privaudit.errors import ConfigError
-
     source = SHARE_GOSSIP.read_text().split("\ndef _state")[0].replace('name = "share_gossip"', 'name = "mute_gossip"')
     (tmp_path / "mute_gossip.py").write_text(source)
-    import sys
-
-    sys.path.insert(0, str(tmp_path))
-    try:
-        resolve("mute_gossip:ShareGossip")
-        table = {"kind": "mute_gossip", "topology": "complete", "agents": 4, "model": "logreg", "rounds": 2}
-        with pytest.raises(ConfigError, match="has no extractor"):
-            game_for_table(table, DATA)
-    finally:
-        sys.path.remove(str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    resolve("mute_gossip:ShareGossip")
+    table = {"kind": "mute_gossip", "topology": "complete", "agents": 4, "model": "logreg", "rounds": 2}
+    with pytest.raises(ConfigError, match="has no extractor"):
+        game_for_table(table, DATA)
 
 
-
-
-def test_a_third_party_defense_is_refuted_against_the_attacker_who_removes_its_noise(tmp_path, monkeypatch):
+def test_a_third_party_defense_is_refuted_against_the_attacker_who_removes_its_noise(tmp_path, monkeypatch,
+                                                                                    third_party):
     """From a campaign file alone (examples/share_gossip.toml): the defense's view registers two
     extractors and no law. The global listener hears the noise each agent sends to its lowest
     neighbour and subtracts it: the release is noiseless and the claim (ε ≈ 1.85 at σ = 4, T = 3)
@@ -98,3 +111,4 @@ def test_a_third_party_defense_is_refuted_against_the_attacker_who_removes_its_n
     assert listener["relation"]["same"] and listener["verdict"]["status"] == "refuted", listener["verdict"]
     assert listener["eps_lb"] > listener["eps_claimed"]
     assert neighbour["verdict"]["status"] != "refuted" and neighbour["eps_lb"] <= neighbour["eps_claimed"]
+    assert views.described("share_gossip")["canary_audit"] == "law-free"  # what `privaudit list` says of it

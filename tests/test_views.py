@@ -89,7 +89,7 @@ def test_an_installed_third_party_defense_is_listed_with_its_view(installed):
     (entry,) = [kind for kind in json.loads(listed.stdout)["defenses"]["kinds"] if kind["kind"] == THIRD_PARTY]
     assert entry["origin"] == f"{THIRD_PARTY}:LaplaceGossip"
     assert (entry["scenarios"], entry["membership"], entry["canary_audit"], entry["noise"]) == (
-        ["state_difference"], True, True, ["epsilon"])
+        ["state_difference"], True, "law", ["epsilon"])
 
 
 def test_an_installed_third_party_defense_is_checked_and_canary_audited(installed):
@@ -198,7 +198,7 @@ def test_an_inversion_registers_under_a_new_name_only(monkeypatch):
         register_inversion("mine", object)
 
 
-def test_every_shipped_view_reads_typed_parameters():
+def test_every_shipped_defense_has_a_view_whose_parts_are_its_own():
     """Each shipped defense has a view, and its channel and model view are built from extractors
     of that defense (the registries agree on who owns what)."""
     for defense in SHIPPED:

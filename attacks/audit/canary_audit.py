@@ -50,10 +50,10 @@ import torch
 from torch import Tensor
 
 from attacks import views
+from attacks.audit.bounds import SELECT_FRACTION
 from attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, outlier_canaries, record_canaries,
                                     with_records)
 from attacks.audit.canary_statistics import MODEL_SAMPLES, Laws, held_out_bound, model_bound, simulated_scores
-from attacks.audit.bounds import SELECT_FRACTION
 from attacks.audit.channels import Channel, ProjectionChannel, RoundLaw, log_likelihood_ratio
 from attacks.audit.estimates import gdp_estimate
 from attacks.audit.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu
@@ -173,10 +173,10 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
         defense = DEFENSES[kind](params, setup)
     except ValueError as error:
         raise ConfigError(f"canary audit: {error}") from None
-    claim = defense.claim(rounds)
+    claim, public = defense.claim(rounds), defense.public()
     law_free = None
     if statistic == "projection" or (statistic == "auto" and kind not in views.CHANNELS):
-        law_free = _law_free(kind, claim, canary_norm, defense.public())
+        law_free = _law_free(kind, claim, canary_norm, public)
     channel = law_free.channel(kind) if law_free is not None else views.channel(kind)
     if canary not in CANARY_KINDS:
         raise ConfigError(f"unknown canary '{canary}' (choose from {', '.join(CANARY_KINDS)})")
@@ -202,7 +202,7 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
             raise ConfigError(f"the {threat} tap does not hear '{kind}''s '{missing[0]}' channel")
         heard = [s for s in heard if s in scenarios]
     if canary == "gradient":
-        made = gradient_canaries(setup, victim, count, channel.canary_norm(defense.public()), setup.seed,
+        made = gradient_canaries(setup, victim, count, channel.canary_norm(public), setup.seed,
                                  channel.coordinate)
     elif canary == "record":
         made = record_canaries(setup, victim, count, canary_label if count == 1 else None, canary_scale, setup.seed)

@@ -53,7 +53,7 @@ def state_difference(transcript: Transcript, victim: int, round: int) -> Target:
         victim=victim,
         round=round,
         kind="gradient" if defense == UNDEFENDED else "noisy_gradient",
-        clipping=None if defense == UNDEFENDED else Clipping("per_sample_l2", _noisy(transcript.public.hyper).clip),
+        clipping=None if defense == UNDEFENDED else Clipping("per_sample_l2", p.clip),
     )
 
 

@@ -177,6 +177,8 @@ def batch_size(defense: str, hyper: Mapping[str, Any]) -> int | None:
 
 
 def described(defense: str) -> dict[str, Any]:
-    """What the attacks know of `defense`, for `privaudit list`."""
+    """What the attacks know of `defense`, for `privaudit list`: its canary audit scored with its
+    view's law ("law"), law-free from its extractors alone ("law-free"), or none (None)."""
+    audit = "law" if defense in CHANNELS else "law-free" if scenarios(defense) else None
     return {"scenarios": scenarios(defense), "membership": defense in MODEL_VIEWS,
-            "canary_audit": defense in CHANNELS, "coalition": defense in DYNAMICS}
+            "canary_audit": audit, "coalition": defense in DYNAMICS}

@@ -247,7 +247,7 @@ def _defenses_text(found: dict[str, Any]) -> list[str]:
         where = "" if entry["origin"] == "privaudit" else f" [{entry['origin']}]"
         lines += [f"  {entry['kind']} — {entry['title']}{where}{described}"] + _field_lines(entry["params"], "    ")
         lines.append(f"    scenarios: {', '.join(entry['scenarios']) or 'none'}; "
-                     f"membership: {_yes(entry['membership'])}; canary audit: {_yes(entry['canary_audit'])}; "
+                     f"membership: {_yes(entry['membership'])}; canary audit: {entry['canary_audit'] or 'no'}; "
                      f"coalition: {_yes(entry['coalition'])}; noise: {', '.join(entry['noise']) or 'none named'}")
     lines += [f"  not loaded: {problem}" for problem in found.get("unloadable", [])]
     return lines

@@ -289,7 +289,7 @@ class AttackConfig(ThreatConfig):
     It attacks every run of the defense tables it names (`defense`, by label; all tables with
     the scenario when omitted), at every seed: one cell per (run, seed, round), all cells of one
     (run, seed) sharing one training run. Every key not listed here is a parameter of the
-    attack (`attacks.inversion.gradient_matching.INVERSIONS[kind]`'s fields).
+    attack (`attacks.inversion.INVERSIONS[kind]`'s fields).
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -341,7 +341,7 @@ class MembershipConfig(ThreatConfig):
     victim agent's records, on every run of the defense tables it names, at every seed.
 
     `target = "intercepted"`: the victim's model as the threat model hears it at each of `rounds`
-    (`attacks.extraction.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
+    (the defense's model view, `attacks.views.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
     `victims` pools several agents into one finding: each one's records are members against its
     own model, and the non-members are dealt out among them, so the ROC has more members than one
     small local dataset gives.
