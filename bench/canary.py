@@ -17,15 +17,18 @@ The one-run audit (Steinke et al. 2023) prints ε_LB, μ_LB (Mahloujifar et al. 
 `eps_if_gaussian_curve`, the ε of μ_LB-GDP: that holds only for a mechanism whose privacy curve is
 Gaussian, and is neither a bound nor an estimate for any other.
 
-Runs per second: `before` is one world per simulation (how each run was simulated before the
-worlds were batched), `after` the batched audit itself, and the machine's limit for the same
-arithmetic as bare tensor operations (`bare_runs_per_second`), so `after` reads as a fraction of it;
-all on this machine in this run, with the thread settings printed.
+Runs per second: `before` is one world per simulation with per-sample gradients by autograd (how
+each run was simulated before the worlds were batched and the closed forms written, and still the
+path of a model without closed forms), then one world per simulation with the closed forms, `after`
+the batched audit itself, and the machine's limit for the same arithmetic as bare tensor operations
+(`bare_runs_per_second`), so `after` reads as a fraction of it; all on this machine in this run,
+with the thread settings printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -113,22 +116,33 @@ def bare_runs_per_second(worlds: int, rounds: int, agents: int = 4, records: int
     return worlds / best
 
 
+def autograd_game(game):
+    """The game with the model computing every gradient by autograd (the path before the closed forms)."""
+    return dataclasses.replace(game, setup=dataclasses.replace(game.setup, model=game.setup.model.without_closed_forms()))
+
+
 def speed(args: argparse.Namespace) -> None:
     game = game_for_table(table("dp_dpsgd", args.rounds, 1.0), DATA, canary=args.canary)
-    before = runs_per_second(game, max(8, args.speed_runs // 16), worlds=1)
-    after = runs_per_second(game, args.speed_runs, worlds=None)
-    sizes = sorted({worlds_per_run(game), 256, 1024})
-    limits = {worlds: bare_runs_per_second(worlds, args.rounds) for worlds in sizes}
+    slow_runs = max(8, args.speed_runs // 32)
+    before = runs_per_second(autograd_game(game), slow_runs, worlds=1)
+    one_world = runs_per_second(game, slow_runs, worlds=1)
+    worlds = worlds_per_run(game)
+    after = runs_per_second(game, max(args.speed_runs, worlds), worlds=worlds)
+    sizes = sorted({worlds, 256, 1024})
+    limits = {size: bare_runs_per_second(size, args.rounds) for size in sizes}
     best = max(limits, key=limits.get)
     limit = limits[best]
-    print(f"runs per second, one world per simulation (before): {before:.1f}; batched (after): {after:.1f}; "
-          f"speed-up {after / before:.1f}×")
-    tried = ", ".join(f"{worlds} worlds {rate:.0f}" for worlds, rate in limits.items())
+    print(f"runs per second, one world per simulation with autograd per-sample gradients (before): {before:.1f}; "
+          f"one world per simulation with the closed forms: {one_world:.1f}; batched ({worlds} worlds per "
+          f"simulation): {after:.1f}; speed-up {after / before:.1f}× over before ({after / one_world:.1f}× over one "
+          "world with the closed forms)")
+    tried = ", ".join(f"{size} worlds {rate:.0f}" for size, rate in limits.items())
     print(f"measured limit of this machine for the same arithmetic as bare tensor operations: {limit:.0f} runs per "
           f"second ({best} worlds at once; {tried}); the batched audit runs at {after / limit:.1%} of it")
     if args.json:
-        print(json.dumps({"runs_per_second_before": before, "runs_per_second_after": after,
-                          "runs_per_second_limit": limit}))
+        print(json.dumps({"runs_per_second_before": before, "runs_per_second_one_world": one_world,
+                          "runs_per_second_after": after, "runs_per_second_limit": limit,
+                          "worlds_per_simulation": worlds}))
 
 
 def repeated(args: argparse.Namespace) -> None:

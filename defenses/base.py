@@ -9,6 +9,7 @@ paper's claim (`claim`) and describes the mechanism it really runs as a dp_accou
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -39,7 +40,16 @@ class Defense(ABC):
     def __init__(self, params: DefenseParams, setup: Setup) -> None:
         self.params = params
         self.setup = setup
-        self.W = torch.tensor(setup.topology.W, dtype=torch.float32)
+
+    @functools.cached_property
+    def W(self) -> Tensor:
+        """The mixing matrix of every simulated agent, float32 [n, n]. On an audit's many worlds
+        it is block-diagonal and grows as the square of their number: gossip with `gossip` instead."""
+        return torch.tensor(self.setup.topology.W, dtype=torch.float32)
+
+    def gossip(self, x: Tensor) -> Tensor:
+        """W x: one gossip step of the agents' stacked values x [n, ...]."""
+        return self.setup.topology.mix(x)
 
     @abstractmethod
     def step(self, t: int, wire: Wire) -> None:

@@ -15,9 +15,10 @@ Algorithm 1 (seed 000, lines 1–30), per round t and agent i:
    `Kind.MOMENTUM`, `Kind.PREGOSSIP_MODEL`), then gossip v^i = Σ_j w_ij ṽ^j, x^i = Σ_j w_ij x̃^j
    (eqs. 21–22). Every agent starts from the same x_0, with v_0 = 0.
 
-All gradients of a round (every directed pair (i → j) at x^j plus every self pair (i, i)) come
-from one `per_sample_grads_agents` call over pairs, split into row chunks only when one call would
-exceed a memory budget (the paper's MNIST grid at N = 30 would need ~48 GB at once).
+All clipped gradient sums of a round (every directed pair (i → j) at x^j plus every self pair
+(i, i)) come from one `clipped_sums` call over pairs (in closed form for a linear model, else from
+per-sample gradients), split into row chunks only when one call would exceed a memory budget (the
+paper's MNIST grid at N = 30 would need ~48 GB at once).
 Each agent discloses (`Wire.disclose`, seen only by a curious-neighbour tap of that agent) its
 batch (`batch`, dataset rows), ĝ^{ii} (`self_gradient`) and, when noisy, z^{ii}
 (`self_noise`) and each z^{ji} (`noise_to_{j}`).
@@ -80,7 +81,7 @@ from torch import Tensor
 from defenses.base import Defense, DefenseParams, register
 from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, AssumedConstant, Claim, Neighbours,
                                   without_replacement_epsilon)
-from privaudit.grads import clip_l2, per_sample_grads_agents
+from privaudit.grads import clipped_sums
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
 
@@ -189,7 +190,7 @@ class DPDL(Defense):
         self.n_cross = len(pairs) - n
         self.links = pairs[:self.n_cross]
         self.max_degree = max(topology.degree(i) for i in range(n))
-        self.weights = self.W[self.point, self.sender]
+        self.weights = topology.weights(self.point, self.sender)
         if bool((self.weights <= 0).any()):
             raise ValueError("DPDL divides by √w_ij: W must be positive on every edge and on its diagonal")
         self.noisy_weight = 1 / (self.weights.sqrt() * topology.network_size)
@@ -217,9 +218,8 @@ class DPDL(Defense):
 
     def step(self, t: int, wire: Wire) -> None:
         """One round of Algorithm 1 for every agent at once (rows = directed pairs, then self pairs)."""
-        p, n = self.params, self.setup.topology.n
-        for i in range(n):  # line 3
-            wire.broadcast(t, i, Kind.MODEL, self.x[i])
+        p = self.params
+        wire.broadcast_each(t, Kind.MODEL, self.x)  # line 3
         xb, yb, rows = self.setup.local.fixed_batches(p.batch_size, self.setup.generator)  # line 4
         sums = self._clipped_sums(self.x[self.point], xb[self.sender], yb[self.sender])  # eqs. 8–9, 11–12
         noise = None
@@ -227,8 +227,7 @@ class DPDL(Defense):
             noise = torch.randn(sums.shape, generator=self.setup.generator) * (self.sigma * p.clip)
         noisy = (sums if noise is None else sums + noise) / p.batch_size  # eqs. 10 and 13
         clean_self = sums[self.n_cross:] / p.batch_size  # eq. 14
-        for r, (i, j) in enumerate(self.links):  # line 10: g̈^{ji} from i to j
-            wire.send(t, i, j, Kind.CROSS_GRADIENT, noisy[r])
+        wire.send_each(t, Kind.CROSS_GRADIENT, self.links, noisy[:self.n_cross])  # line 10: g̈^{ji} from i to j
         self._disclose(t, wire, rows, clean_self, noise)
 
         anchor = clean_self[self.point]  # ĝ^{jj} beside every g̈ that agent j receives (or its own g̈^{jj})
@@ -239,11 +238,10 @@ class DPDL(Defense):
 
         v_tilde = p.beta * self.v + aggregated  # eq. 19
         x_tilde = self.x - p.lr * v_tilde  # eq. 20
-        for i in range(n):  # line 26
-            wire.broadcast(t, i, Kind.MOMENTUM, v_tilde[i])
-            wire.broadcast(t, i, Kind.PREGOSSIP_MODEL, x_tilde[i])
-        self.v = self.W @ v_tilde  # eq. 21
-        self.x = self.W @ x_tilde  # eq. 22
+        wire.broadcast_each(t, Kind.MOMENTUM, v_tilde)  # line 26
+        wire.broadcast_each(t, Kind.PREGOSSIP_MODEL, x_tilde)
+        self.v = self.gossip(v_tilde)  # eq. 21
+        self.x = self.gossip(x_tilde)  # eq. 22
         ratio = clean_self.norm(dim=1) / noisy[self.n_cross:].norm(dim=1).clamp_min(1e-30)
         self.h_observed = max(self.h_observed or 0.0, float(ratio.max()) + 1)  # Theorem 1's h, as realised
 
@@ -254,20 +252,20 @@ class DPDL(Defense):
         sums = []
         for start in range(0, rows, chunk):
             part = slice(start, start + chunk)
-            per_sample = per_sample_grads_agents(self.setup.model, points[part], x[part], y[part])
-            sums.append(clip_l2(per_sample, self.params.clip).sum(dim=1))
+            mask = torch.ones(x[part].shape[:2])
+            sums.append(clipped_sums(self.setup.model, points[part], x[part], y[part], mask, self.params.clip))
         return torch.cat(sums)
 
     def _disclose(self, t: int, wire: Wire, rows: Tensor, clean_self: Tensor, noise: Tensor | None) -> None:
         """Each agent's private values: its batch (dataset rows), ĝ^{ii} and its noise draws."""
-        for i in range(self.setup.topology.n):
-            wire.disclose(t, i, "batch", rows[i])
-            wire.disclose(t, i, "self_gradient", clean_self[i])
-            if noise is not None:
-                wire.disclose(t, i, "self_noise", noise[self.n_cross + i])
+        wire.disclose_each(t, "batch", rows)
+        wire.disclose_each(t, "self_gradient", clean_self)
         if noise is not None:
-            for r, (i, j) in enumerate(self.links):
-                wire.disclose(t, i, f"noise_to_{j}", noise[r])
+            wire.disclose_each(t, "self_noise", noise[self.n_cross:])
+            if wire.observes_anyone():
+                size = self.setup.topology.network_size
+                for r, (i, j) in enumerate(self.links):  # named by j in its own network (an audit's worlds)
+                    wire.disclose(t, i, f"noise_to_{j % size}", noise[r])
 
     def theorem(self, rounds: int) -> Theorem1:
         """Theorem 1's quantities for this run: w over N_i (i included), the smallest |N_i|,

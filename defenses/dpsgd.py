@@ -16,6 +16,8 @@ same event. The worst agent (largest q) is reported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import dp_accounting
 import torch
 from pydantic import Field
@@ -23,7 +25,7 @@ from torch import Tensor
 
 from defenses.base import Defense, DefenseParams, register
 from privaudit.accounting import Claim, Neighbours, epsilon, subsampled_gaussian
-from privaudit.grads import batch_grads, clip_l2, masked_sums
+from privaudit.grads import batch_grads, clipped_sums
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
 
@@ -55,18 +57,17 @@ class DPSGD(Defense):
         return self.x
 
     def step(self, t: int, wire: Wire) -> None:
-        for i in range(self.setup.topology.n):
-            wire.broadcast(t, i, Kind.MODEL, self.x[i])
+        wire.broadcast_each(t, Kind.MODEL, self.x)
         gradients, batches = self.local_gradients()
-        for i in range(self.setup.topology.n):
-            wire.disclose(t, i, "batch", batches[i])
-            wire.disclose(t, i, "gradient", gradients[i])
-        self.x = self.W @ self.x - self.params.lr * gradients
+        wire.disclose_each(t, "batch", batches)
+        wire.disclose_each(t, "gradient", lambda: gradients)
+        self.x = self.gossip(self.x) - self.params.lr * gradients
 
-    def local_gradients(self) -> tuple[Tensor, list[Tensor]]:
-        """Each agent's mini-batch gradient at its own model [N, P], and its batch's dataset rows."""
+    def local_gradients(self) -> tuple[Tensor, Callable[[], list[Tensor]]]:
+        """Each agent's mini-batch gradient at its own model [N, P], and (when asked for) its
+        batch's dataset rows."""
         xb, yb, rows = self.setup.local.fixed_batches(self.params.batch_size, self.setup.generator)
-        return batch_grads(self.setup.model, self.x, xb, yb), list(rows)
+        return batch_grads(self.setup.model, self.x, xb, yb), lambda: list(rows)
 
     def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
         return dp_accounting.NonPrivateDpEvent()
@@ -86,12 +87,12 @@ class DPDPSGD(DPSGD):
         super().__init__(params, setup)
         self.rates = (params.batch_size / setup.sampling_sizes.to(torch.float32)).clamp(max=1.0)
 
-    def local_gradients(self) -> tuple[Tensor, list[Tensor]]:
+    def local_gradients(self) -> tuple[Tensor, Callable[[], list[Tensor]]]:
         p = self.params
         xb, yb, mask, rows = self.setup.local.poisson_batches(self.rates, self.setup.generator)
-        clipped_sum = masked_sums(self.setup.model, self.x, xb, yb, mask, lambda g: clip_l2(g, p.clip))
+        clipped_sum = clipped_sums(self.setup.model, self.x, xb, yb, mask, p.clip)
         noise = torch.randn(clipped_sum.shape, generator=self.setup.generator) * (p.noise_multiplier * p.clip)
-        return (clipped_sum + noise) / p.batch_size, [r[m > 0] for r, m in zip(rows, mask)]
+        return (clipped_sum + noise) / p.batch_size, lambda: [r[m > 0] for r, m in zip(rows, mask)]
 
     def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
         return subsampled_gaussian(float(self.rates.max()), self.params.noise_multiplier, rounds)

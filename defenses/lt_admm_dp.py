@@ -183,12 +183,10 @@ class LTADMMDP(Defense):
             noises.append(noise)
             batches.append(rows)
         messages = self.z - 2 * p.rho * phi[self.src]
-        for e, (i, j) in enumerate(self.edges):
-            wire.send(t, i, j, Kind.ADMM_BRIDGE, messages[e])
+        wire.send_each(t, Kind.ADMM_BRIDGE, self.edges, messages)
         noise, rows = torch.stack(noises, dim=1), torch.stack(batches, dim=1)
-        for i in range(self.setup.topology.n):
-            wire.disclose(t, i, "noise", noise[i])
-            wire.disclose(t, i, "batch", rows[i])
+        wire.disclose_each(t, "noise", noise)
+        wire.disclose_each(t, "batch", rows)
         self.z = 0.5 * self.z - 0.5 * messages[self.reverse]
         self.x = phi
 

@@ -117,11 +117,10 @@ class Ternary(Defense):
     def step(self, t: int, wire: Wire) -> None:
         gradients, rows = self.local_gradients()
         quantized = self.quantize()
-        for i in range(self.setup.topology.n):
-            wire.broadcast(t, i, Kind.QUANTIZED_STATE, quantized[i])
-            wire.disclose(t, i, "batch", rows[i])
-            wire.disclose(t, i, "state", self.x[i])
-            wire.disclose(t, i, "gradient", gradients[i])
+        wire.broadcast_each(t, Kind.QUANTIZED_STATE, quantized)
+        wire.disclose_each(t, "batch", rows)
+        wire.disclose_each(t, "state", self.x)
+        wire.disclose_each(t, "gradient", gradients)
         lam, eps = self.step_sizes(t)
         self.x = self.x - eps * (self.laplacian @ quantized) - eps * lam * gradients
 

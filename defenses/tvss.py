@@ -452,7 +452,7 @@ class _TimeVaryingSamples(Defense):
 
     def __init__(self, params: TVSSParams, setup: Setup) -> None:
         super().__init__(params, setup)
-        if bool((torch.diagonal(self.W) <= 0).any()):
+        if bool((np.diagonal(setup.topology.network.W) <= 0).any()):
             raise ValueError("seed 003 needs a mixing matrix with a positive diagonal (Assumption 3: "
                              "N_i includes i); choose another mixing rule")
         self.schedule = Schedule.of(params)
@@ -482,9 +482,8 @@ class _TimeVaryingSamples(Defense):
             per_sample = per_sample_grads_agents(self.setup.model, self.x, xb[:, part], yb[:, part])
             total += (clip_l1(per_sample, self.params.clip) * mask[:, part, None]).sum(dim=1)
         gradients = total / mask.sum(dim=1, keepdim=True)
-        for i in range(n):
-            wire.disclose(t, i, "batch", rows[i][mask[i] > 0])
-            wire.disclose(t, i, "gradient", gradients[i])
+        wire.disclose_each(t, "batch", lambda: [r[m > 0] for r, m in zip(rows, mask)])
+        wire.disclose_each(t, "gradient", gradients)
         return gradients
 
     def laplace(self, t: int) -> Tensor:
@@ -626,12 +625,11 @@ class OutputPerturbation(_TimeVaryingSamples):
         """Eq. (3): broadcast x_{i,k} + n_{i,k}, then mix the noisy states (own included) and step."""
         noise = self.laplace(t)
         released = self.x + noise
-        for i in range(self.setup.topology.n):
-            wire.broadcast(t, i, Kind.NOISY_STATE, released[i])
-            wire.disclose(t, i, "noise", noise[i])
+        wire.broadcast_each(t, Kind.NOISY_STATE, released)
+        wire.disclose_each(t, "noise", noise)
         gradients = self.local_gradients(t, wire)
         alpha, beta = self.mix(t)
-        self.x = (1.0 - beta) * self.x + beta * (self.W @ released) - alpha * gradients
+        self.x = (1.0 - beta) * self.x + beta * self.gossip(released) - alpha * gradients
 
     def claimed(self, rounds: int | None, cap: int | None, **reading) -> Budget:
         return output_claim(self.schedule, self.params.clip, rounds, cap, **reading)
@@ -681,14 +679,12 @@ class GradientPerturbation(_TimeVaryingSamples):
 
     def step(self, t: int, wire: Wire) -> None:
         """§4: broadcast x_{i,k}, mix the clean states and step along the noisy gradient."""
-        for i in range(self.setup.topology.n):
-            wire.broadcast(t, i, Kind.MODEL, self.x[i])
+        wire.broadcast_each(t, Kind.MODEL, self.x)
         gradients = self.local_gradients(t, wire)
         noise = self.laplace(t)
-        for i in range(self.setup.topology.n):
-            wire.disclose(t, i, "noise", noise[i])
+        wire.disclose_each(t, "noise", noise)
         alpha, beta = self.mix(t)
-        self.x = (1.0 - beta) * self.x + beta * (self.W @ self.x) - alpha * (gradients + noise)
+        self.x = (1.0 - beta) * self.x + beta * self.gossip(self.x) - alpha * (gradients + noise)
 
     def claimed(self, rounds: int | None, cap: int | None, **reading) -> Budget:
         return gradient_claim(self.schedule, self.params.clip, rounds, cap, **reading)

@@ -9,12 +9,13 @@ parameters whenever a loss or a prediction is needed.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.func import functional_call
+from torch.func import functional_call, grad, vmap
 
 
 def _argmax(output: Tensor) -> Tensor:
@@ -48,6 +49,8 @@ class FlatModel:
         self._penalty = getattr(module, "penalty", None)
         self._loss = getattr(module, "loss", None) or F.cross_entropy
         self._predict = getattr(module, "predict", None) or _argmax
+        self._sample_gradients = getattr(module, "sample_gradients", None)
+        self._clipped_sums = getattr(module, "clipped_gradient_sums", None)
 
     def initial(self) -> Tensor:
         """The module's current parameters as one detached flat vector."""
@@ -76,3 +79,42 @@ class FlatModel:
         if self._penalty is not None:
             value = value + self._penalty(self.unflatten(flat))
         return value
+
+    def without_closed_forms(self) -> FlatModel:
+        """This model computing every gradient by autograd: the reference that tests and
+        benchmarks set the closed forms against."""
+        plain = copy.copy(self)
+        plain._sample_gradients = None
+        plain._clipped_sums = None
+        return plain
+
+    @property
+    def closed_form(self) -> bool:
+        """Whether per-sample gradients come in closed form (`sample_gradients`)."""
+        return self._sample_gradients is not None
+
+    def clipped_sums(self, flats: Tensor, x: Tensor, y: Tensor, mask: Tensor, bound: float) -> Tensor | None:
+        """Σ_k mask[a, k] · clip_bound(g_ak) for each agent a's padded batch at its own point (flats
+        [A, P], x [A, K, ...], mask [A, K]) in closed form, without forming the per-sample gradients,
+        where the module gives one (`clipped_gradient_sums`); None otherwise."""
+        if self._clipped_sums is None:
+            return None
+        sums = self._clipped_sums(self._batched(flats), x, y, mask, bound)
+        return torch.cat([sums[name].reshape(len(flats), -1) for name in self.names], dim=1)
+
+    def _batched(self, points: Tensor) -> dict[str, Tensor]:
+        """Rows of `points` [M, P] as the module's parameters with a leading axis [M, *shape]."""
+        pieces = torch.split(points, self.numels, dim=1)
+        return {name: piece.reshape(len(points), *shape) for name, piece, shape in zip(self.names, pieces, self.shapes)}
+
+    def sample_loss(self, flat: Tensor, x: Tensor, y: Tensor) -> Tensor:
+        """The loss of one sample (`x` without its batch axis) at `flat`."""
+        return self.loss(flat, x.unsqueeze(0), y.unsqueeze(0))
+
+    def sample_grads(self, points: Tensor, x: Tensor, y: Tensor) -> Tensor:
+        """Gradient of each sample's loss at its own point: points [M, P], x [M, ...], y [M] → [M, P];
+        in closed form where the module gives one (`sample_gradients`), else by autograd."""
+        if self._sample_gradients is None:
+            return vmap(grad(self.sample_loss))(points, x, y)
+        grads = self._sample_gradients(self._batched(points), x, y)
+        return torch.cat([grads[name].reshape(len(points), -1) for name in self.names], dim=1)

@@ -2,8 +2,9 @@
 private algorithms use.
 
 Per-sample gradients are the hot path of every DP defense (N agents × neighbours × batch per
-round), so they are computed with `torch.func` (`vmap` over samples, and over agents on top),
-never with a Python loop over samples.
+round, and an audit's thousands of worlds), so they are computed by the model's `sample_grads`:
+in closed form where the model has one (logistic regression), else with `torch.func` (`vmap` over
+samples), never with a Python loop over samples.
 """
 
 from __future__ import annotations
@@ -27,23 +28,22 @@ def batch_grads(model: FlatModel, flats: Tensor, x: Tensor, y: Tensor) -> Tensor
     return vmap(grad(model.loss))(flats, x, y)
 
 
-def _sample_loss(model: FlatModel):
-    def loss(flat: Tensor, xi: Tensor, yi: Tensor) -> Tensor:
-        return model.loss(flat, xi.unsqueeze(0), yi.unsqueeze(0))
-
-    return loss
-
-
 def per_sample_grads(model: FlatModel, flat: Tensor, x: Tensor, y: Tensor) -> Tensor:
     """Gradient of each sample's loss at `flat`: x [B, ...] → [B, P]."""
-    return vmap(grad(_sample_loss(model)), in_dims=(None, 0, 0))(flat, x, y)
+    if model.closed_form:
+        return model.sample_grads(flat.expand(len(x), -1), x, y)
+    return vmap(grad(model.sample_loss), in_dims=(None, 0, 0))(flat, x, y)
 
 
 def per_sample_grads_agents(model: FlatModel, flats: Tensor, x: Tensor, y: Tensor) -> Tensor:
     """Per-sample gradients of every agent's batch at that agent's point (or, for cross-gradients,
     at any point per row): flats [N, P], x [N, B, ...] → [N, B, P]."""
-    per_agent = vmap(grad(_sample_loss(model)), in_dims=(None, 0, 0))
-    return vmap(per_agent)(flats, x, y)
+    if not model.closed_form:
+        return vmap(vmap(grad(model.sample_loss), in_dims=(None, 0, 0)))(flats, x, y)
+    agents, batch = x.shape[:2]
+    points = flats[:, None].expand(-1, batch, -1).reshape(agents * batch, -1)
+    grads = model.sample_grads(points, x.reshape(agents * batch, *x.shape[2:]), y.reshape(agents * batch, *y.shape[2:]))
+    return grads.reshape(agents, batch, -1)
 
 
 def masked_sums(model: FlatModel, flats: Tensor, x: Tensor, y: Tensor, mask: Tensor,
@@ -55,8 +55,18 @@ def masked_sums(model: FlatModel, flats: Tensor, x: Tensor, y: Tensor, mask: Ten
     agents, slots = torch.nonzero(mask > 0, as_tuple=True)
     if len(agents) == 0:
         return torch.zeros_like(flats)
-    per_sample = vmap(grad(_sample_loss(model)))(flats[agents], x[agents, slots], y[agents, slots])
+    per_sample = model.sample_grads(flats[agents], x[agents, slots], y[agents, slots])
     return torch.zeros_like(flats).index_add_(0, agents, transform(per_sample))
+
+
+def clipped_sums(model: FlatModel, flats: Tensor, x: Tensor, y: Tensor, mask: Tensor, bound: float) -> Tensor:
+    """DP-SGD's clipped sum Σ_k clip_C(g_k) over the real samples of each agent's padded batch
+    (`masked_sums` with `clip_l2`), in closed form where the model has one (`FlatModel.clipped_sums`:
+    no per-sample gradient is formed, which is what thousands of audited worlds spend their time on)."""
+    closed = model.clipped_sums(flats, x, y, mask, bound)
+    if closed is not None:
+        return closed
+    return masked_sums(model, flats, x, y, mask, lambda g: clip_l2(g, bound))
 
 
 def clip_l2(g: Tensor, bound: float) -> Tensor:

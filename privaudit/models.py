@@ -202,6 +202,57 @@ class LogisticRegression(nn.Module):
         per_tensor = [(value.square() / (1 + value.square())).sum() for value in params.values()]
         return self.nonconvex_reg * torch.stack(per_tensor).sum()
 
+    def penalty_gradients(self, params: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The penalty's gradient, entry by entry: ε · 2v / (1 + v²)²."""
+        return {name: self.nonconvex_reg * 2 * value / (1 + value.square()).square() for name, value in params.items()}
+
+    def sample_gradients(self, params: dict[str, Tensor], inputs: Tensor, targets: Tensor) -> dict[str, Tensor]:
+        """Each sample's gradient in closed form (`FlatModel.sample_gradients`), one point per sample:
+        the cross-entropy's (softmax(Wx + b) − y) ⊗ [x, 1], plus the penalty's gradient."""
+        weight, bias = params["linear.weight"], params["linear.bias"]
+        x = inputs.flatten(start_dim=1).to(weight.dtype)
+        logits = torch.einsum("mcf,mf->mc", weight, x) + bias
+        expected = (targets.to(logits.dtype) if targets.shape == logits.shape
+                    else nn.functional.one_hot(targets.long(), logits.shape[-1]).to(logits.dtype))
+        residual = torch.softmax(logits, dim=-1) - expected
+        grads = {"linear.weight": residual[:, :, None] * x[:, None, :], "linear.bias": residual}
+        return self._with_penalty(grads, params)
+
+    def clipped_gradient_sums(self, params: dict[str, Tensor], inputs: Tensor, targets: Tensor, mask: Tensor,
+                              bound: float) -> dict[str, Tensor]:
+        """DP-SGD's clipped sum Σ_k mask_k · clip_C(g_k) of each agent's samples in closed form
+        (`FlatModel.clipped_sums`), one point per agent (`params` [A, *shape], inputs [A, K, ...]),
+        without forming a per-sample gradient: g_k = (r_k ⊗ x_k, r_k) + p with r_k = softmax − y
+        and p the penalty's gradient, so ‖g_k‖² = ‖r_k‖²(‖x_k‖² + 1) + 2(r_kᵀ P_W x_k + r_k·p_b) + ‖p‖²
+        and Σ_k s_k g_k = (Σ_k s_k r_k ⊗ x_k, Σ_k s_k r_k) + (Σ_k s_k) p."""
+        weight, bias = params["linear.weight"], params["linear.bias"]
+        x = inputs.flatten(start_dim=2).to(weight.dtype)
+        # classes on axis 1 ([A, C, K]): reductions over a short last axis are slow on CPUs
+        logits = torch.einsum("acf,akf->ack", weight, x) + bias[:, :, None]
+        expected = (targets.to(logits.dtype).transpose(1, 2) if targets.dim() == 3
+                    else nn.functional.one_hot(targets.long(), logits.shape[1]).to(logits.dtype).transpose(1, 2))
+        residual = torch.softmax(logits, dim=1) - expected
+        squared = residual.square().sum(1) * (x.square().sum(-1) + 1)
+        penalty = self.penalty_gradients(params) if self.nonconvex_reg != 0 else None
+        if penalty is not None:
+            pw, pb = penalty["linear.weight"], penalty["linear.bias"]
+            cross = torch.einsum("ack,acf,akf->ak", residual, pw, x) + torch.einsum("ack,ac->ak", residual, pb)
+            squared = squared + 2 * cross + (pw.square().sum((1, 2)) + pb.square().sum(1))[:, None]
+        scale = mask.to(weight.dtype) * torch.clamp(bound / (squared.clamp(min=0).sqrt() + 1e-12), max=1.0)
+        weighted = residual * scale[:, None, :]
+        sums = {"linear.weight": torch.einsum("ack,akf->acf", weighted, x), "linear.bias": weighted.sum(2)}
+        if penalty is not None:
+            total = scale.sum(1)
+            sums = {name: value + total.reshape(-1, *[1] * (value.dim() - 1)) * penalty[name]
+                    for name, value in sums.items()}
+        return sums
+
+    def _with_penalty(self, grads: dict[str, Tensor], params: dict[str, Tensor]) -> dict[str, Tensor]:
+        if self.nonconvex_reg == 0:
+            return grads
+        penalty = self.penalty_gradients(params)
+        return {name: value + penalty[name] for name, value in grads.items()}
+
 
 class BinaryLogisticRegression(LogisticRegression):
     """Seed 002 §VI's classifier exactly: one score aᵀx with no intercept, labels b ∈ {−1, +1}
@@ -216,8 +267,20 @@ class BinaryLogisticRegression(LogisticRegression):
         sign = 2.0 * target.to(output.dtype) - 1.0
         return nn.functional.softplus(-sign * output.squeeze(-1)).mean()
 
+    clipped_gradient_sums = None
+    """No closed-form clipped sums for the single-score form: its per-sample gradients are formed."""
+
     def predict(self, output: Tensor) -> Tensor:
         return (output.squeeze(-1) > 0).long()
+
+    def sample_gradients(self, params: dict[str, Tensor], inputs: Tensor, targets: Tensor) -> dict[str, Tensor]:
+        """Each sample's gradient of log(1 + exp(−b aᵀx)): −b σ(−b aᵀx) x, plus the penalty's."""
+        weight = params["linear.weight"]
+        x = inputs.flatten(start_dim=1).to(weight.dtype)
+        sign = 2.0 * targets.to(weight.dtype) - 1.0
+        score = torch.einsum("mf,mf->m", weight[:, 0], x)
+        factor = -sign * torch.sigmoid(-sign * score)
+        return self._with_penalty({"linear.weight": (factor[:, None] * x)[:, None, :]}, params)
 
 
 def build_logreg(

@@ -28,6 +28,15 @@ class LocalData:
             self.index[i, : len(shard)] = torch.as_tensor(shard, dtype=torch.long)
         self.valid = torch.arange(width)[None, :] < self.sizes[:, None]
 
+    def repeat(self, copies: int) -> LocalData:
+        """The same shards for `copies` copies of the agents (agent w·n + i holds agent i's)."""
+        tiled = LocalData.__new__(LocalData)
+        tiled.x, tiled.y = self.x, self.y
+        tiled.sizes = self.sizes.repeat(copies)
+        tiled.index = self.index.repeat(copies, 1)
+        tiled.valid = self.valid.repeat(copies, 1)
+        return tiled
+
     @property
     def n_agents(self) -> int:
         return len(self.sizes)

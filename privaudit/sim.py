@@ -118,12 +118,13 @@ def _non_finite_metrics(metrics: dict[str, float]) -> str | None:
 
 
 def public_knowledge(defense: Algorithm) -> PublicKnowledge:
-    """What the paper makes public about this run: W, the architecture, x_0 and hyperparameters."""
+    """What the paper makes public about this run: W, the architecture, x_0 and hyperparameters
+    (of one network: on an audit's many worlds, what the attacker of each world knows)."""
     setup = defense.setup
     return PublicKnowledge(
         defense=defense.name,
-        topology=setup.topology.name,
-        W=setup.topology.W.copy(),
+        topology=setup.topology.network.name,
+        W=setup.topology.network.W.copy(),
         model=setup.model_name,
         in_shape=tuple(setup.data.shape),
         num_classes=setup.data.num_classes,
@@ -135,17 +136,19 @@ def public_knowledge(defense: Algorithm) -> PublicKnowledge:
 
 def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Iterable[Tap] = (),
              progress: bool = False, label: str = "",
-             after_round: Callable[[int, PublicKnowledge], None] | None = None) -> RunOutput:
+             after_round: Callable[[int, PublicKnowledge], None] | None = None,
+             evaluation: bool = True) -> RunOutput:
     """Run `rounds` rounds of `defense`, evaluating at round 0, every `eval_every` rounds and at
     the end; the taps record what their threat models hear. `after_round(t, public)`, when given,
     is called once round t's messages are all sent: an attacker that reads the run as it goes
     (and lets its tap forget what it has read) keeps a long run's memory bounded. `Diverged` when
-    a round leaves a non-finite state or an evaluation a non-finite metric."""
+    a round leaves a non-finite state or an evaluation a non-finite metric. `evaluation=False`
+    evaluates nothing (an audit's thousands of worlds are scored by their attacker, not tested)."""
     setup = defense.setup
     public = public_knowledge(defense)
     taps = list(taps)
     wire = Wire(setup.topology, taps)
-    history = [evaluate(setup.model, setup.data, defense.states, 0)]
+    history = [evaluate(setup.model, setup.data, defense.states, 0)] if evaluation else []
     start = time.perf_counter()
     for t in tqdm(range(rounds), desc=label or defense.name, disable=not progress, leave=False):
         defense.step(t, wire)
@@ -154,7 +157,7 @@ def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Ite
             raise Diverged(t, broken, history)
         if after_round is not None:
             after_round(t, public)
-        if (t + 1) % eval_every == 0 or t + 1 == rounds:
+        if evaluation and ((t + 1) % eval_every == 0 or t + 1 == rounds):
             metrics = evaluate(setup.model, setup.data, defense.states, t + 1)
             broken = _non_finite_metrics(metrics)
             if broken:

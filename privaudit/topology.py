@@ -13,9 +13,12 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import networkx as nx
 import numpy as np
+import torch
+from torch import Tensor
 
 TOPOLOGIES: tuple[str, ...] = ("ring", "line", "star", "complete", "bipartite", "torus", "erdos_renyi")
 MIXING_RULES: tuple[str, ...] = ("metropolis", "uniform", "lazy")
@@ -182,24 +185,22 @@ class Topology:
     after construction. Equality is identity: comparing graphs and arrays field by field is
     neither cheap nor well defined.
 
-    `copies` > 1 is `copies` disjoint copies of one connected network side by side (`replicate`):
-    agent w·N + i is agent i of copy w. Nothing crosses between copies, so a run on it is that many
-    independent runs of the network in one tensor program (an audit's many worlds). `n` counts
-    every simulated agent; `network_size` is N, the number of agents of one network, which the
-    papers' formulas mean by N.
+    Agents are 0..n−1 and `network_size` is n; `Copies` (made by `replicate`) holds several
+    disjoint copies of one network side by side, and defenses that mix with `mix` and look up
+    links with `has_edge` / `weights` run on either without building its (large) graph or W.
     """
 
     name: str
     rule: str
     graph: nx.Graph
     W: np.ndarray
-    copies: int = 1
+
+    copies: ClassVar[int] = 1
+    """Disjoint copies of `network` simulated side by side (1: this network alone)."""
 
     def __post_init__(self) -> None:
-        components = nx.number_connected_components(self.graph) if self.graph.number_of_nodes() else 0
-        if components != self.copies:
-            raise ValueError(f"topology '{self.name}' is not connected" if self.copies == 1 else
-                             f"topology '{self.name}' has {components} components, not {self.copies} copies")
+        if self.graph.number_of_nodes() == 0 or not nx.is_connected(self.graph):
+            raise ValueError(f"topology '{self.name}' is not connected")
         W = np.array(self.W, dtype=np.float64)
         check_mixing(W, self.graph)
         W.setflags(write=False)
@@ -221,12 +222,15 @@ class Topology:
         return cls(name=name, rule=rule, graph=graph, W=mixing_matrix(graph, rule))
 
     def replicate(self, copies: int) -> Topology:
-        """`copies` disjoint copies of this network (its `copies` must be 1): W block-diagonal."""
+        """`copies` disjoint copies of this network (`Copies`); this network itself when `copies` is 1."""
         if self.copies != 1 or copies < 1:
             raise ValueError(f"replicate takes one network and copies >= 1, got {self.copies} and {copies}")
-        graph = nx.disjoint_union_all([self.graph] * copies)
-        return Topology(f"{copies} × {self.name}" if copies > 1 else self.name, self.rule, graph,
-                        np.kron(np.eye(copies), self.W), copies)
+        return self if copies == 1 else Copies(self, copies)
+
+    @property
+    def network(self) -> Topology:
+        """One network (this one; a `Copies` holds several of it)."""
+        return self
 
     @functools.cached_property
     def n(self) -> int:
@@ -239,13 +243,21 @@ class Topology:
         """N: the number of agents of one network."""
         return self.n // self.copies
 
+    @functools.cached_property
+    def _degrees(self) -> list[int]:
+        return [int(self.graph.degree[i]) for i in range(self.graph.number_of_nodes())]
+
     def neighbours(self, i: int) -> list[int]:
         """Agents that exchange messages with agent i, sorted, without i itself."""
         return sorted(self.graph.neighbors(i))
 
     def degree(self, i: int) -> int:
         """Number of neighbours of agent i."""
-        return int(self.graph.degree[i])
+        return self._degrees[i]
+
+    def has_edge(self, i: int, j: int) -> bool:
+        """Whether agents i and j are linked."""
+        return self.graph.has_edge(i, j)
 
     @property
     def edges(self) -> list[tuple[int, int]]:
@@ -255,4 +267,87 @@ class Topology:
     @property
     def spectral_gap(self) -> float:
         """Spectral gap of W (see the module-level `spectral_gap`)."""
-        return spectral_gap(self.W)
+        return spectral_gap(self.network.W)
+
+    def mixing(self, dtype: torch.dtype = torch.float32) -> Tensor:
+        """One network's W as a tensor (cached per dtype: defenses mix every round)."""
+        return _as_tensor(self.network, dtype)
+
+    def mix(self, x: Tensor) -> Tensor:
+        """W x for the agents' stacked values x [n, ...] (gossip: Σ_j w_ij x_j for every i)."""
+        return torch.tensordot(self.mixing(x.dtype), x, dims=1)
+
+    def weights(self, rows: Tensor, cols: Tensor) -> Tensor:
+        """The entries w_{rows[k], cols[k]} of W, float32."""
+        return self.mixing()[rows, cols]
+
+
+@functools.lru_cache(maxsize=64)
+def _as_tensor(network: Topology, dtype: torch.dtype) -> Tensor:
+    return torch.tensor(network.W, dtype=dtype)
+
+
+class Copies(Topology):
+    """`copies` disjoint copies of one connected network side by side: agent w·N + i is agent i of
+    copy w. Nothing crosses between copies, so a run on it is that many independent runs of the
+    network in one tensor program (an audit's many worlds). `n` counts every simulated agent;
+    `network_size` is N, the number of agents of one network, which the papers' formulas mean by
+    N. Mixing is the network's W applied in every copy; the graph and the block-diagonal W of
+    all copies are built only when asked for (their size grows as the square of the worlds')."""
+
+    def __init__(self, network: Topology, copies: int) -> None:
+        object.__setattr__(self, "_network", network)
+        object.__setattr__(self, "_copies", copies)
+        object.__setattr__(self, "name", f"{copies} × {network.name}")
+        object.__setattr__(self, "rule", network.rule)
+
+    def __repr__(self) -> str:
+        return f"Copies({self.network!r}, copies={self.copies})"
+
+    @property
+    def network(self) -> Topology:
+        return self._network
+
+    @property
+    def copies(self) -> int:  # type: ignore[override]
+        return self._copies
+
+    @functools.cached_property
+    def graph(self) -> nx.Graph:  # type: ignore[override]
+        return nx.freeze(nx.disjoint_union_all([self.network.graph] * self.copies))
+
+    @functools.cached_property
+    def W(self) -> np.ndarray:  # type: ignore[override]
+        W = np.kron(np.eye(self.copies), self.network.W)
+        W.setflags(write=False)
+        return W
+
+    @functools.cached_property
+    def n(self) -> int:
+        return self.network.n * self.copies
+
+    def neighbours(self, i: int) -> list[int]:
+        shift = i - i % self.network.n
+        return [shift + j for j in self.network.neighbours(i % self.network.n)]
+
+    def degree(self, i: int) -> int:
+        return self.network.degree(i % self.network.n)
+
+    def has_edge(self, i: int, j: int) -> bool:
+        size = self.network.n
+        return i // size == j // size and self.network.has_edge(i % size, j % size)
+
+    @property
+    def edges(self) -> list[tuple[int, int]]:
+        size = self.network.n
+        return [(w * size + i, w * size + j) for w in range(self.copies) for i, j in self.network.edges]
+
+    def mix(self, x: Tensor) -> Tensor:
+        size = self.network.n
+        blocks = x.reshape(self.copies, size, *x.shape[1:])
+        return torch.einsum("ij,wj...->wi...", self.mixing(x.dtype), blocks).reshape(x.shape)
+
+    def weights(self, rows: Tensor, cols: Tensor) -> Tensor:
+        size = self.network.n
+        same = rows // size == cols // size
+        return torch.where(same, self.mixing()[rows % size, cols % size], 0.0)

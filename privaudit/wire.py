@@ -16,7 +16,7 @@ import functools
 import pickle
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -108,6 +108,42 @@ class Tap(ABC):
         as that agent knows all of its own values."""
         return self.observer == agent and self.wants_round(round)
 
+    def record(self, message: Message) -> None:
+        """Keep a message this tap hears."""
+        self.messages.append(message)
+
+    def record_disclosure(self, disclosure: Disclosure) -> None:
+        """Keep a private value this tap observes."""
+        self.disclosures.append(disclosure)
+
+    def hear_each(self, round: int, kind: Kind, payloads: Tensor, topology: Topology) -> None:
+        """Record what this tap hears of every agent i broadcasting `payloads[i]` (`Wire.broadcast_each`)."""
+        if not self.wants_round(round) or (self.kinds is not None and kind not in self.kinds):
+            return
+        for sender in range(topology.n):
+            if self.hears(sender, None, topology):
+                self.record(Message(round, sender, None, kind, payloads[sender].detach().to("cpu", copy=True)))
+
+    def hear_sends(self, round: int, kind: Kind, links: Sequence[tuple[int, int]], payloads: Tensor,
+                   topology: Topology) -> None:
+        """Record what this tap hears of `payloads[r]` sent over each link `links[r]` (`Wire.send_each`)."""
+        for (sender, receiver), payload in zip(links, payloads):
+            if self.wants(round, sender, receiver, kind, topology):
+                self.record(Message(round, sender, receiver, kind, payload.detach().to("cpu", copy=True)))
+
+    def observes_anyone(self) -> bool:
+        """Whether this tap may record some agent's private values (a listener on the wire records none)."""
+        return self.observer is not None or type(self).wants_disclosure is not Tap.wants_disclosure
+
+    def observe_each(self, round: int, name: str, values: Callable[[], Sequence[Tensor]], agents: int) -> None:
+        """Record the private values `values()[i]` of the agents this tap observes (`Wire.disclose_each`);
+        `values` is called only when there is one."""
+        observed = [i for i in range(agents) if self.wants_disclosure(round, i, name)]
+        if observed:
+            computed = values()
+            for agent in observed:
+                self.record_disclosure(Disclosure(round, agent, name, computed[agent].detach().to("cpu", copy=True)))
+
     def forget(self, before: int) -> None:
         """Drop what was recorded for rounds before `before`: an attacker that reads each round
         as the run goes (an audit's scorer) keeps memory bounded over long runs."""
@@ -154,10 +190,10 @@ class Eavesdropper(Tap):
     def check(self, topology: Topology) -> None:
         for link in self.links:
             i, j = sorted(link) if len(link) == 2 else (next(iter(link)),) * 2
-            if i == j or not topology.graph.has_edge(i, j):
+            if i == j or not topology.has_edge(i, j):
                 raise ValueError(f"eavesdropper link ({i}, {j}) is not an edge of the {topology.name} topology")
         for i, j in sorted(self.directed):
-            if i == j or not topology.graph.has_edge(i, j):
+            if i == j or not topology.has_edge(i, j):
                 raise ValueError(f"eavesdropper directed link {i} → {j} is not an edge of the {topology.name} "
                                  "topology")
 
@@ -184,7 +220,7 @@ class CuriousNeighbour(Tap):
     def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
         if sender == self.observer or receiver == self.observer:
             return True
-        return receiver is None and topology.graph.has_edge(sender, self.observer)
+        return receiver is None and topology.has_edge(sender, self.observer)
 
 
 class Coalition(Tap):
@@ -208,7 +244,7 @@ class Coalition(Tap):
     def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
         if sender in self.agents or receiver in self.agents:
             return True
-        return receiver is None and any(topology.graph.has_edge(sender, a) for a in self.agents)
+        return receiver is None and any(topology.has_edge(sender, a) for a in self.agents)
 
     def wants_disclosure(self, round: int, agent: int, name: str) -> bool:
         return agent in self.agents and self.wants_round(round)
@@ -403,7 +439,7 @@ class Wire:
 
     def send(self, round: int, sender: int, receiver: int, kind: Kind, payload: Tensor) -> None:
         """Transmit `payload` from `sender` to its neighbour `receiver`."""
-        if not self.topology.graph.has_edge(sender, receiver):
+        if not self.topology.has_edge(sender, receiver):
             raise ValueError(f"agent {sender} sent '{kind}' to {receiver}, which is not its neighbour")
         self._offer(Kind(kind), round, sender, receiver, payload, copies=1)
 
@@ -411,11 +447,57 @@ class Wire:
         """Transmit the same `payload` from `sender` to every neighbour (one draw, many links)."""
         self._offer(Kind(kind), round, sender, None, payload, copies=self.topology.degree(sender))
 
+    def broadcast_each(self, round: int, kind: Kind, payloads: Tensor) -> None:
+        """Every agent i broadcasts `payloads[i]` to its neighbours: the same messages as n calls of
+        `broadcast`, offered to each tap at once (an audit's thousands of worlds send hundreds of
+        thousands of messages a round; `Tap.hear_each`)."""
+        kind = Kind(kind)
+        if len(payloads) != self.topology.n:
+            raise ValueError(f"broadcast_each needs one payload per agent ({self.topology.n}), got {len(payloads)}")
+        self.counts[kind] += self._degree_total
+        for tap in self.taps:
+            tap.hear_each(round, kind, payloads, self.topology)
+
+    def send_each(self, round: int, kind: Kind, links: Sequence[tuple[int, int]], payloads: Tensor) -> None:
+        """`payloads[r]` sent over the directed link `links[r]` for every r: the same messages as
+        calls of `send`, offered to each tap at once (`Tap.hear_sends`)."""
+        kind = Kind(kind)
+        if len(links) != len(payloads):
+            raise ValueError(f"send_each needs one payload per link ({len(links)}), got {len(payloads)}")
+        off = [(i, j) for i, j in links if (min(i, j), max(i, j)) not in self._edges]
+        if off:
+            raise ValueError(f"agent {off[0][0]} sent '{kind}' to {off[0][1]}, which is not its neighbour")
+        self.counts[kind] += len(links)
+        for tap in self.taps:
+            tap.hear_sends(round, kind, links, payloads, self.topology)
+
+    def observes_anyone(self) -> bool:
+        """Whether some tap may record an agent's private values (a defense can skip disclosing then)."""
+        return any(tap.observes_anyone() for tap in self.taps)
+
+    @functools.cached_property
+    def _edges(self) -> frozenset[tuple[int, int]]:
+        return frozenset(self.topology.edges)
+
     def disclose(self, round: int, agent: int, name: str, value: Tensor) -> None:
         """Make a private value of `agent` known to the taps that observe as that agent."""
         for tap in self.taps:
             if tap.wants_disclosure(round, agent, name):
-                tap.disclosures.append(Disclosure(round, agent, name, value.detach().to("cpu", copy=True)))
+                tap.record_disclosure(Disclosure(round, agent, name, value.detach().to("cpu", copy=True)))
+
+    def disclose_each(self, round: int, name: str,
+                      values: Sequence[Tensor] | Callable[[], Sequence[Tensor]]) -> None:
+        """Every agent i's private value `values[i]` (or `values()[i]`), as n calls of `disclose`; a
+        callable is called at most once, and only when some tap observes one of them (a
+        disclosure can cost work no attacker needs)."""
+        once = functools.cache(values) if callable(values) else lambda: values
+        for tap in self.taps:
+            tap.observe_each(round, name, once, self.topology.n)
+
+    @functools.cached_property
+    def _degree_total(self) -> int:
+        network = self.topology.network
+        return sum(network.degree(i) for i in range(network.n)) * self.topology.copies
 
     def _offer(self, kind: Kind, round: int, sender: int, receiver: int | None, payload: Tensor, copies: int) -> None:
         self.counts[kind] += copies
@@ -424,4 +506,4 @@ class Wire:
             return
         message = Message(round, sender, receiver, kind, payload.detach().to("cpu", copy=True))
         for tap in listeners:
-            tap.messages.append(message)
+            tap.record(message)

@@ -8,27 +8,31 @@ defense already computes all of its agents at once, so `copies` copies of the ne
 each agent draws its own batches and noise from one generator, and no message crosses between
 copies. Agent w·N + i is agent i of world w; every world holds the same data as the set-up it
 copies. The defense's code runs unchanged, so an audit measures the algorithm itself, not a
-re-implementation of it.
+re-implementation of it; what makes thousands of worlds cheap is that nothing on the way is per
+agent: defenses gossip with `Topology.mix` (the network's W in every copy), broadcast with
+`Wire.broadcast_each`, and the attacker's `Replicated` tap keeps each message once, stacked over
+the worlds, so the extractors read all worlds in one pass.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 
-from privaudit.sampling import LocalData
+import torch
+from torch import Tensor
+
 from privaudit.setup import Setup
 from privaudit.topology import Topology
-from privaudit.wire import Tap
+from privaudit.wire import Disclosure, Kind, Message, Tap, Transcript
 
 
 def replicate(setup: Setup, copies: int) -> Setup:
     """`copies` worlds of `setup` as one set-up (its generator and seed kept: the caller seeds it)."""
-    local = setup.local
-    shards = [local.index[i, : int(local.sizes[i])].numpy() for i in range(local.n_agents)] * copies
     return dataclasses.replace(
         setup,
         topology=setup.topology.replicate(copies),
-        local=LocalData(local.x, local.y, shards),
+        local=setup.local.repeat(copies),
         rate_sizes=None if setup.rate_sizes is None else setup.rate_sizes.repeat(copies),
     )
 
@@ -39,15 +43,21 @@ def world_agents(agent: int, network_size: int, copies: int) -> list[int]:
 
 
 class Replicated(Tap):
-    """One threat model in every world: `tap` (built for one network) hears in world w what it
-    would hear in its own network, with agent ids shifted by w·N."""
+    """One threat model in every world, read as one network: `tap` (built for one network) hears
+    in world w what it would hear in its own network, and each message it hears is kept once, its
+    payload stacked over the worlds ([copies, ...], world order) under the network's own agent
+    ids. An extractor written for one network's payloads then reads every world in one pass where
+    its arithmetic broadcasts over the leading axis (`one_world` gives each world's own transcript
+    where it does not)."""
 
-    def __init__(self, tap: Tap, network: Topology) -> None:
+    def __init__(self, tap: Tap, network: Topology, copies: int) -> None:
         super().__init__()
-        self.base, self.network, self.size = tap, network, network.n
+        self.base, self.network, self.size, self.copies = tap, network, network.n, copies
         self.rounds, self.kinds = tap.rounds, tap.kinds
         self.threat_model = tap.threat_model
         self.observer = tap.observer
+        self._pending: dict[tuple, dict[int, Tensor]] = {}
+        self._ragged: set[str] = set()
 
     def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
         size = self.size
@@ -60,4 +70,81 @@ class Replicated(Tap):
         if topology.network_size != self.network.n:
             raise ValueError(f"a tap of a {self.network.n}-agent network cannot listen to copies of a "
                              f"{topology.network_size}-agent one")
+        if topology.copies != self.copies:
+            raise ValueError(f"a tap of {self.copies} worlds cannot listen to {topology.copies}")
         self.base.check(self.network)
+
+    def hear_each(self, round: int, kind: Kind, payloads: Tensor, topology: Topology) -> None:
+        if not self.wants_round(round) or (self.kinds is not None and kind not in self.kinds):
+            return
+        senders = [i for i in range(self.size) if self.base.hears(i, None, self.network)]
+        if senders:
+            blocks = payloads.detach().reshape(self.copies, self.size, *payloads.shape[1:])
+            for sender in senders:
+                self.messages.append(Message(round, sender, None, kind, blocks[:, sender].to("cpu", copy=True)))
+
+    def hear_sends(self, round: int, kind: Kind, links: Sequence[tuple[int, int]], payloads: Tensor,
+                   topology: Topology) -> None:
+        if not self.wants_round(round) or (self.kinds is not None and kind not in self.kinds):
+            return
+        size, heard, rows = self.size, {}, {}
+        for row, (sender, receiver) in enumerate(links):
+            link = (sender % size, receiver % size)
+            if link not in heard:
+                heard[link] = self.base.hears(*link, self.network)
+            if heard[link]:
+                rows.setdefault(link, []).append((sender // size, row))
+        for (sender, receiver), found in rows.items():
+            if len(found) != self.copies:
+                raise ValueError(f"link {sender} → {receiver} was used in {len(found)} of {self.copies} worlds")
+            order = torch.tensor([row for _, row in sorted(found)])
+            self.messages.append(Message(round, sender, receiver, kind, payloads.detach()[order].to("cpu", copy=True)))
+
+    def observes_anyone(self) -> bool:
+        return self.base.observes_anyone()
+
+    def observe_each(self, round: int, name: str, values: Callable[[], Sequence[Tensor]], agents: int) -> None:
+        observed = [i for i in range(self.size) if self.base.wants_disclosure(round, i, name)]
+        if observed:
+            computed = values()
+            for agent in observed:
+                self._disclose(round, agent, name, [computed[w * self.size + agent] for w in range(self.copies)])
+
+    def record(self, message: Message) -> None:
+        """One world's message (a defense that sends agent by agent): kept until every world's has come."""
+        key = (message.round, message.sender % self.size,
+               None if message.receiver is None else message.receiver % self.size, message.kind)
+        arrived = self._pending.setdefault(key, {})
+        arrived[message.sender // self.size] = message.payload
+        if len(arrived) == self.copies:
+            del self._pending[key]
+            self.messages.append(Message(*key[:2], key[2], key[3], torch.stack([arrived[w] for w in range(self.copies)])))
+
+    def record_disclosure(self, disclosure: Disclosure) -> None:
+        key = (disclosure.round, disclosure.agent % self.size, disclosure.name)
+        arrived = self._pending.setdefault(key, {})
+        arrived[disclosure.agent // self.size] = disclosure.value
+        if len(arrived) == self.copies:
+            del self._pending[key]
+            self._disclose(*key, [arrived[w] for w in range(self.copies)])
+
+    def _disclose(self, round: int, agent: int, name: str, values: list[Tensor]) -> None:
+        """Stacked over the worlds; a value whose shape differs between worlds (a Poisson batch's
+        rows) cannot be, and is left out (`one_world`'s transcripts lack it)."""
+        if len({tuple(v.shape) for v in values}) > 1:
+            self._ragged.add(name)
+            return
+        self.disclosures.append(Disclosure(round, agent, name, torch.stack([v.detach().cpu() for v in values])))
+
+    def forget(self, before: int) -> None:
+        super().forget(before)
+        self._pending = {key: value for key, value in self._pending.items() if key[0] >= before}
+
+
+def one_world(transcript: Transcript, world: int) -> Transcript:
+    """World `world`'s own transcript from a `Replicated` tap's stacked one."""
+    return dataclasses.replace(
+        transcript,
+        messages=[dataclasses.replace(m, payload=m.payload[world]) for m in transcript.messages],
+        disclosures=[dataclasses.replace(d, value=d.value[world]) for d in transcript.disclosures],
+    )

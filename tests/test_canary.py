@@ -227,3 +227,53 @@ def test_one_run_audit_separates_undefended_from_noisy_dpsgd():
     assert 0 <= noisy["eps_lb"] <= noisy["eps_sound"]
     with pytest.raises(ConfigError, match="guesses must satisfy"):
         one_run_audit({"kind": "dpsgd", **table}, DATA, canaries=10, guesses=6)
+
+
+ROW_BY_ROW = "dp_dpsgd_row_by_row"
+
+
+class RowByRowDPDPSGD(DPDPSGD):
+    """DP-D-PSGD under another name, for an extractor written for one world's payloads only."""
+
+    name = ROW_BY_ROW
+
+
+def _first_row_only(transcript: Transcript, victim: int, round: int) -> Target:
+    """DP-D-PSGD's extractor, then flattened and cut to one model's length: right on one world's
+    transcript, wrong on payloads stacked over worlds (it keeps world 0's row for every world)."""
+    public = dataclasses.replace(transcript.public, defense="dp_dpsgd")
+    target = dpsgd_state_difference(dataclasses.replace(transcript, public=public), victim, round)
+    size = target.point.shape[-1]
+    return dataclasses.replace(target, gradient=target.gradient.reshape(-1)[:size], point=target.point.reshape(-1)[:size])
+
+
+class RowByRowChannel(DPSGDChannel):
+    defense = ROW_BY_ROW
+
+
+def test_an_extractor_that_does_not_broadcast_over_worlds_is_read_world_by_world(monkeypatch):
+    """The listener reads all worlds in one pass only while that reading matches the first and last
+    worlds read alone: an extractor that mixes up the worlds' rows gets the same scores as the
+    shipped one, read world by world."""
+    extractor = dataclasses.replace(EXTRACTORS["dp_dpsgd", "state_difference"], defense=ROW_BY_ROW,
+                                    extract=_first_row_only)
+    monkeypatch.setitem(DEFENSES, ROW_BY_ROW, RowByRowDPDPSGD)
+    monkeypatch.setitem(CHANNELS, ROW_BY_ROW, RowByRowChannel(extractor))
+    monkeypatch.setitem(EXTRACTORS, (ROW_BY_ROW, "state_difference"), extractor)
+    from attacks.audit.canary_audit import play
+
+    shipped, mixed_up = game_for_table(DP, DATA), game_for_table({**DP, "kind": ROW_BY_ROW}, DATA)
+    assert play(shipped, torch.tensor([True]), 1, 4).stacked and not play(mixed_up, torch.tensor([True]), 1, 4).stacked
+    expected = scores(shipped, 12, True, seed=4, side=1, worlds=6)[0]
+    assert np.allclose(expected, scores(mixed_up, 12, True, seed=4, side=1, worlds=6)[0], rtol=1e-6, atol=1e-8)
+
+
+def test_one_simulation_of_many_worlds_scores_as_one_world_per_simulation():
+    """Stacking the worlds changes no run's law: with every world on its own seed the scores
+    differ draw by draw, so the two samples are compared as distributions (two-sample KS test)."""
+    from scipy.stats import ks_2samp
+
+    game = game_for_table(DP, DATA)
+    batched = scores(game, 400, True, seed=2, side=1, worlds=200)[0]
+    alone = scores(game, 100, True, seed=3, side=1, worlds=1)[0]
+    assert ks_2samp(batched, alone).pvalue > 1e-3

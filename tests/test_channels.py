@@ -12,7 +12,7 @@ from attacks.audit.channels import RoundLaw, log_likelihood_ratio
 from attacks.views import CHANNELS
 from defenses import DEFENSES
 from privaudit.sim import simulate
-from privaudit.worlds import Replicated, world_agents
+from privaudit.worlds import Replicated, one_world
 
 
 @pytest.mark.parametrize("family, density", [("gaussian", norm.pdf), ("laplace", laplace.pdf)])
@@ -52,19 +52,28 @@ def _readings(kind: str, data: dict, table: dict, rounds: int):
     for present in (True, False):
         setup = world(game, torch.tensor([present]), seed=3, copies=2)
         defense = DEFENSES[kind](game.params, setup)
-        tap = Replicated(game.tap, game.setup.topology)
+        tap = Replicated(game.tap, game.setup.topology, 2)
         output = simulate(defense, rounds, eval_every=rounds, taps=[tap])
-        transcript = output.transcripts[0]
-        victims = world_agents(game.victim, game.setup.topology.n, 2)
+        worlds = [one_world(output.transcripts[0], w) for w in range(2)]
+        transcript = worlds[0]
         rows = []
         for t in range(CHANNELS[kind].last_observable(rounds) + 1):
-            for reading in CHANNELS[kind].read(transcript, victims, t, list(game.scenarios), game.records):
+            for reading in _each_world(kind, worlds, game, t):
                 u = game.canaries.direction(game.setup.model, reading.points)[:, 0]
                 lengths = CHANNELS[kind].clipped(transcript.public.hyper, game.canaries.length(game.setup.model,
                                                                                               reading.points))
                 rows.append(((reading.vectors * u).sum(-1), reading.gain * lengths[:, 0]))
         found[present] = rows
     return game, found
+
+
+def _each_world(kind, worlds, game, t):
+    """The channel's readings of round t, each world's victim read from its own transcript, rows in world order."""
+    from attacks.audit.channels import Reading
+
+    per_world = [CHANNELS[kind].read(w, [game.victim], t, list(game.scenarios), game.records) for w in worlds]
+    return [Reading(*(torch.cat([getattr(readings[k], name) for readings in per_world])
+                      for name in ("vectors", "points", "gain"))) for k in range(len(per_world[0]))]
 
 
 def _is_multiple(values, unit, tolerance):
@@ -123,8 +132,8 @@ def test_tvss_gradient_reads_the_released_noisy_gradient_with_the_canary_in_it()
     setup = world(game, torch.tensor([True]), seed=1)
     truth = GroundTruth(game.victim, names=("batch", "gradient", "noise"))
     output = simulate(DEFENSES["tvss_gradient"](game.params, setup), 4, eval_every=4,
-                      taps=[Replicated(game.tap, game.setup.topology), truth])
-    transcript, disclosed = output.transcripts
+                      taps=[Replicated(game.tap, game.setup.topology, 1), truth])
+    transcript, disclosed = one_world(output.transcripts[0], 0), output.transcripts[1]
     channel, canary_row = CHANNELS["tvss_gradient"], len(setup.local.x) - 1
     coordinate = int(game.canaries.u[0].argmax())
     schedule = channel.schedule(transcript.public.hyper)

@@ -91,3 +91,43 @@ def test_smooth_clipping_is_seed_002_formula():
     assert torch.allclose(smooth_clip(g, 1.0), g / 6.0)
     huge = smooth_clip(torch.tensor([3e6, 4e6]), 1.0)
     assert float(huge.norm()) < 1.0
+
+
+@pytest.mark.parametrize("options", [{}, {"nonconvex_reg": 0.3}, {"binary": True}, {"binary": True, "nonconvex_reg": 0.2}])
+def test_closed_form_per_sample_gradients_equal_autograd(options):
+    """Logistic regression's closed forms (`sample_gradients`, `clipped_gradient_sums`) against
+    autograd on the same model (`without_closed_forms`), with points, clipping and masks that bite."""
+    from privaudit.grads import clipped_sums, masked_sums
+    from privaudit.models import build_model
+
+    torch.manual_seed(0)
+    classes = 2 if options.get("binary") else 10
+    model = FlatModel(build_model("logreg", (8, 8), classes, **options))
+    reference = model.without_closed_forms()
+    assert model.closed_form and not reference.closed_form
+    points, x, y = torch.randn(7, model.dim) * 0.3, torch.randn(7, 8, 8), torch.randint(classes, (7,))
+    assert torch.allclose(model.sample_grads(points, x, y), reference.sample_grads(points, x, y), atol=1e-5)
+    flats, xb, yb = torch.randn(5, model.dim) * 0.3, torch.randn(5, 6, 8, 8), torch.randint(classes, (5, 6))
+    mask = (torch.rand(5, 6) < 0.6).float()
+    expected = masked_sums(reference, flats, xb, yb, mask, lambda g: clip_l2(g, 0.5))
+    assert torch.allclose(clipped_sums(model, flats, xb, yb, mask, 0.5), expected, atol=1e-5)
+    assert torch.allclose(per_sample_grads_agents(model, flats, xb, yb), per_sample_grads_agents(reference, flats, xb, yb),
+                          atol=1e-5)
+
+
+def test_planted_records_keep_their_gradient_in_the_closed_form_clipped_sums():
+    from attacks.audit.canaries import PlantedModel
+    from privaudit.grads import clipped_sums, masked_sums
+    from privaudit.models import build_model
+
+    torch.manual_seed(1)
+    base = FlatModel(build_model("logreg", (8, 8), 10, nonconvex_reg=0.1))
+    flats, xb, yb = torch.randn(5, base.dim) * 0.3, torch.randn(5, 6, 8, 8), torch.randint(10, (5, 6))
+    planted = PlantedModel(base, xb[1:3, 2], 3 * torch.randn(2, base.dim))
+    mask = (torch.rand(5, 6) < 0.5).float()
+    mask[1, 2] = mask[2, 2] = 1.0
+    reference = PlantedModel(base.without_closed_forms(), xb[1:3, 2], planted.planted_gradients)
+    expected = masked_sums(reference, flats, xb, yb, mask, lambda g: clip_l2(g, 0.5))
+    assert torch.allclose(clipped_sums(planted, flats, xb, yb, mask, 0.5), expected, atol=1e-5)
+    assert torch.allclose(planted.sample_grads(flats[1:3], xb[1:3, 2], yb[1:3, 2]),
+                          reference.sample_grads(flats[1:3], xb[1:3, 2], yb[1:3, 2]), atol=1e-5)

@@ -28,6 +28,8 @@ def test_replicated_topology_is_block_diagonal_with_the_network_size_kept():
     assert (copies.W[:5, :5] == ring.W).all() and (copies.W[5:10, 5:10] == ring.W).all()
     assert (copies.W[:5, 5:] == 0).all()
     assert copies.neighbours(7) == [6, 8]
+    assert copies.has_edge(5, 6) and not copies.has_edge(4, 5) and copies.degree(9) == 2
+    assert copies.edges == sorted((min(u, v), max(u, v)) for u, v in copies.graph.edges)
     with pytest.raises(ValueError, match="replicate takes one network"):
         copies.replicate(2)
 
@@ -59,7 +61,7 @@ def test_a_replicated_tap_hears_in_every_world_what_its_network_tap_hears():
     ring = Topology.build("ring", 4)
     copies = ring.replicate(3)
     base = build_tap("eavesdropper", 0, ring, links=[(0, 1)], kinds=[Kind.MODEL])
-    tap = Replicated(base, ring)
+    tap = Replicated(base, ring, 3)
     tap.check(copies)
     for world in range(3):
         shift = 4 * world
@@ -68,6 +70,8 @@ def test_a_replicated_tap_hears_in_every_world_what_its_network_tap_hears():
     assert world_agents(1, 4, 3) == [1, 5, 9]
     with pytest.raises(ValueError, match="cannot listen to copies"):
         tap.check(Topology.build("ring", 5).replicate(2))
+    with pytest.raises(ValueError, match="worlds cannot listen"):
+        tap.check(ring.replicate(2))
 
 
 def test_dpdl_uses_the_network_size_not_the_simulated_one():
@@ -78,3 +82,67 @@ def test_dpdl_uses_the_network_size_not_the_simulated_one():
     together = DEFENSES["dpdl"](cell.params, dataclasses.replace(replicate(setup, 2)))
     assert torch.allclose(together.noisy_weight[:8], alone.noisy_weight[:8])
     assert together.claim(10).eps_claimed == pytest.approx(alone.claim(10).eps_claimed)
+
+
+def test_copies_mix_and_weigh_as_their_block_diagonal_w():
+    """Gossip on the copies is the dense block-diagonal W, without building it."""
+    torus = Topology.build("torus", 9)
+    copies = torus.replicate(4)
+    x = torch.randn(36, 5, 2, dtype=torch.float64)
+    dense = torch.tensor(copies.W)
+    assert torch.allclose(copies.mix(x), torch.einsum("ij,jab->iab", dense, x))
+    rows, cols = torch.randint(36, (200,)), torch.randint(36, (200,))
+    assert torch.allclose(copies.weights(rows, cols).double(), dense[rows, cols], atol=1e-7)
+    assert torch.allclose(torus.mix(x[:9]), torch.einsum("ij,jab->iab", torch.tensor(torus.W), x[:9]))
+
+
+def _stacked_and_alone(kind: str, table: dict, copies: int = 3):
+    """One simulation of `copies` worlds heard by a replicated global listener and by a global
+    listener of every simulated agent."""
+    from privaudit.wire import GlobalListener
+
+    cell, setup = _setup({"kind": kind, **table}, max_train=120)
+    many = replicate(dataclasses.replace(setup, generator=torch.Generator().manual_seed(5)), copies)
+    network = setup.topology
+    stacked, alone = Replicated(GlobalListener(), network, copies), GlobalListener()
+    simulate(DEFENSES[kind](cell.params, many), 3, eval_every=3, taps=[stacked, alone])
+    return network, stacked, alone
+
+
+def test_a_replicated_tap_keeps_each_message_once_stacked_over_the_worlds():
+    network, stacked, alone = _stacked_and_alone(
+        "dp_dpsgd", {"topology": "ring", "agents": 4, "model": "logreg", "rounds": 3, "batch_size": 5, "lr": 0.5})
+    assert len(stacked.messages) * 3 == len(alone.messages)
+    for message in stacked.messages:
+        assert message.payload.shape[0] == 3
+        for world in range(3):
+            (own,) = [m for m in alone.messages if (m.round, m.sender, m.kind) ==
+                      (message.round, world * network.n + message.sender, message.kind)]
+            assert torch.equal(message.payload[world], own.payload)
+
+
+class _AgentByAgent(DEFENSES["dpsgd"]):
+    """D-PSGD sending each agent's broadcast with its own call (a defense written without `broadcast_each`)."""
+
+    name = "dpsgd_agent_by_agent"
+
+    def step(self, t, wire):
+        for i in range(self.setup.topology.n):
+            wire.broadcast(t, i, Kind.MODEL, self.x[i])
+        gradients, _ = self.local_gradients()
+        self.x = self.gossip(self.x) - self.params.lr * gradients
+
+
+def test_messages_sent_agent_by_agent_are_stacked_too():
+    from privaudit.wire import GlobalListener
+
+    cell, setup = _setup({"kind": "dpsgd", "topology": "ring", "agents": 4, "model": "logreg", "rounds": 2,
+                          "batch_size": 5, "lr": 0.5}, max_train=120)
+    many = replicate(setup, 2)
+    one_by_one, at_once = Replicated(GlobalListener(), setup.topology, 2), Replicated(GlobalListener(), setup.topology, 2)
+    seeded = [dataclasses.replace(many, generator=torch.Generator().manual_seed(1)) for _ in range(2)]
+    simulate(_AgentByAgent(cell.params, seeded[0]), 2, eval_every=2, taps=[one_by_one])
+    simulate(DEFENSES["dpsgd"](cell.params, seeded[1]), 2, eval_every=2, taps=[at_once])
+    assert [(m.round, m.sender) for m in one_by_one.messages] == [(m.round, m.sender) for m in at_once.messages]
+    assert all(torch.equal(a.payload, b.payload) for a, b in zip(one_by_one.messages, at_once.messages))
+    assert not one_by_one._pending

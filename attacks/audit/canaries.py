@@ -33,7 +33,7 @@ from typing import Literal
 import numpy as np
 import torch
 from torch import Tensor
-from torch.func import vmap
+from torch.func import grad, vmap
 
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import per_sample_grads, per_sample_grads_agents
@@ -80,6 +80,38 @@ class PlantedModel(FlatModel):
         if self._penalty is not None:
             value = value + self._penalty(self.unflatten(flat))
         return value
+
+    def clipped_sums(self, flats: Tensor, x: Tensor, y: Tensor, mask: Tensor, bound: float) -> Tensor | None:
+        """The base model's closed-form clipped sums over the records that are not planted, plus
+        each planted record's gradient (`sample_grads`) clipped: a planted record is one sample
+        like any other, with its own gradient."""
+        keys = _keys(x.flatten(0, 1))
+        planted = (keys[:, None] == self.planted_keys[None]).all(-1).any(-1).reshape(mask.shape) & (mask > 0)
+        base = super().clipped_sums(flats, x, y, mask * ~planted, bound)
+        if base is None:
+            return None
+        agents, slots = torch.nonzero(planted, as_tuple=True)
+        if len(agents) == 0:
+            return base
+        gradients = self.sample_grads(flats[agents], x[agents, slots], y[agents, slots])
+        norms = torch.linalg.vector_norm(gradients, dim=-1, keepdim=True)
+        return base.index_add(0, agents, gradients * torch.clamp(bound / (norms + 1e-12), max=1.0))
+
+    def sample_grads(self, points: Tensor, x: Tensor, y: Tensor) -> Tensor:
+        """Each sample's gradient (`FlatModel.sample_grads`): a planted record's is its planted
+        gradient (plus the penalty's), every other record's the base model's. In closed form where
+        the base model has one; else by autograd through `loss`."""
+        if self._sample_gradients is None:
+            return super().sample_grads(points, x, y)
+        base = super().sample_grads(points, x, y)
+        match = (_keys(x)[:, None] == self.planted_keys[None]).all(-1)
+        rows = torch.nonzero(match.any(-1)).flatten()
+        if len(rows) == 0:
+            return base
+        planted = match[rows].to(points.dtype) @ self.planted_gradients.to(points.dtype)
+        if self._penalty is not None:
+            planted = planted + vmap(grad(lambda flat: self._penalty(self.unflatten(flat))))(points[rows])
+        return base.index_copy(0, rows, planted)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ from attacks.audit.bounds import SELECT_FRACTION
 from attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, outlier_canaries, record_canaries,
                                     with_records)
 from attacks.audit.canary_statistics import MODEL_SAMPLES, Laws, held_out_bound, model_bound, simulated_scores
-from attacks.audit.channels import Channel, ProjectionChannel, RoundLaw, log_likelihood_ratio
+from attacks.audit.channels import Channel, ProjectionChannel, Reading, RoundLaw, log_likelihood_ratio
 from attacks.audit.estimates import gdp_estimate
 from attacks.audit.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu
 from defenses import DEFENSES
@@ -64,16 +64,21 @@ from privaudit.errors import ConfigError
 from privaudit.setup import Setup
 from privaudit.sim import simulate
 from privaudit.threats import build_tap
-from privaudit.wire import PublicKnowledge, Tap
-from privaudit.worlds import Replicated, replicate, world_agents
+from privaudit.wire import PublicKnowledge, Tap, Transcript
+from privaudit.worlds import Replicated, one_world, replicate
 
 DEFAULT_DELTA = 1e-5
 """δ of the bound for a defense that states none (undefended D-PSGD)."""
 
-WORLD_AGENTS = 256
-"""Agents simulated at once: worlds per simulation = this over the network's size. Measured on DP-D-PSGD
-(4 agents, logreg, one thread): 15 runs/s with one world per simulation, 65 with 32 or 64 worlds,
-57 with 128 (the dense W of the copies grows as its square), 53 with 256."""
+STATE_BYTES = 8 * 2**20
+"""What one simulation's agent states may take: worlds per simulation are as many as fit (at most
+`MAX_WORLDS`), a model without closed-form gradients counting `AUTOGRAD_FACTOR` times its size
+(its per-sample gradients are formed). Measured on DP-D-PSGD (4 agents, logreg, one thread,
+closed forms): 623 runs/s at 256 worlds, 615 at 512, 654 at 1024, 559 at 2048, 287 at 4096 (past
+the caches); with autograd, 65 runs/s at 32–64 worlds and 53 at 64 × 4."""
+
+MAX_WORLDS = 1024
+AUTOGRAD_FACTOR = 16
 
 _MIN_RUNS = 8
 
@@ -237,21 +242,27 @@ def _along(mask: Tensor, values: Tensor) -> Tensor:
 class Listener:
     """The attacker of one simulation: after each round it reads every round it can now observe
     (`Channel.reads`), scores each world's victim against each canary, and lets its tap forget
-    what no later round needs. `laws` keeps, per observed round, the law and world 0's shifts
-    (public quantities, the same in every world for a gradient canary)."""
+    what no later round needs. Its tap (`Replicated`) keeps each message once, stacked over the
+    worlds, so the channel reads every world in one pass; that reading is checked, every round,
+    against the first and last worlds read alone, and where it differs (an extractor whose
+    arithmetic does not broadcast over the worlds) the listener reads world by world from then
+    on. `laws` keeps, per observed round, the law and world 0's shifts (public quantities, the
+    same in every world for a gradient canary)."""
 
     game: Game
-    tap: Tap
-    victims: list[int]
+    tap: Replicated
+    copies: int
     totals: Tensor = field(init=False)
     laws: list[tuple[RoundLaw, Tensor]] = field(default_factory=list)
     features: list[Tensor] = field(default_factory=list)
     """Per observed round, each world's projections on the first canary, one column per channel
     (what the law-free statistic weighs)."""
     next: int = 0
+    stacked: bool = True
+    """Whether the channel's stacked reading has matched its world-by-world reading so far."""
 
     def __post_init__(self) -> None:
-        self.totals = torch.zeros((len(self.victims), len(self.game.canaries)), dtype=torch.float64)
+        self.totals = torch.zeros((self.copies, len(self.game.canaries)), dtype=torch.float64)
 
     def after_round(self, t: int, public: PublicKnowledge) -> None:
         channel = self.game.channel
@@ -264,8 +275,7 @@ class Listener:
 
     def observe(self, round: int, public: PublicKnowledge) -> None:
         game, channel = self.game, self.game.channel
-        transcript = self.tap.transcript(public)
-        readings = channel.read(transcript, self.victims, round, list(game.scenarios), game.records)
+        readings = self.read(self.tap.transcript(public), round)
         model = game.setup.model
         values, shifts = [], []
         for reading in readings:
@@ -282,21 +292,64 @@ class Listener:
         flat = log_likelihood_ratio(y.reshape(-1, y.shape[-1]), shift.reshape(-1, y.shape[-1]), law, channel.adjacency)
         self.totals += flat.reshape(self.totals.shape)
 
+    def read(self, transcript: Transcript, round: int) -> list[Reading]:
+        """The channel's readings of every world at `round`, rows in world order."""
+        game = self.game
+
+        def alone(world: int) -> list[Reading]:
+            return game.channel.read(one_world(transcript, world), [game.victim], round, list(game.scenarios),
+                                     game.records)
+
+        if self.stacked:
+            checked = {world: alone(world) for world in sorted({0, self.copies - 1})}
+            stacked = self._stacked(transcript, round)
+            if stacked is not None and all(_agree(stacked, readings, world) for world, readings in checked.items()):
+                return stacked
+            self.stacked = False
+        worlds = [alone(world) for world in range(self.copies)]
+        return [Reading(*(torch.cat([getattr(readings[k], name) for readings in worlds])
+                          for name in ("vectors", "points", "gain")))
+                for k in range(len(worlds[0]))]
+
+    def _stacked(self, transcript: Transcript, round: int) -> list[Reading] | None:
+        """The channel read once on the stacked transcript, each reading's victim axis unfolded
+        into the worlds; None when the extractor cannot read stacked payloads."""
+        game, copies = self.game, self.copies
+        try:
+            readings = game.channel.read(transcript, [game.victim], round, list(game.scenarios), game.records)
+            return [Reading(reading.vectors.reshape(copies, -1), reading.points.reshape(copies, -1),
+                            reading.gain.reshape(-1).expand(copies) if reading.gain.numel() == 1
+                            else reading.gain.reshape(copies))
+                    for reading in readings]
+        except (RuntimeError, ValueError, IndexError, TypeError, KeyError):
+            return None
+
+
+def _agree(stacked: list[Reading], alone: list[Reading], world: int) -> bool:
+    """Whether world `world`'s rows of the stacked readings equal that world's readings alone."""
+    if len(stacked) != len(alone):
+        return False
+    return all(torch.allclose(getattr(s, name)[world], getattr(a, name)[0].to(getattr(s, name).dtype),
+                              rtol=1e-5, atol=1e-7)
+               for s, a in zip(stacked, alone) for name in ("vectors", "points", "gain"))
+
 
 def play(game: Game, present: Tensor, seed: int, copies: int) -> Listener:
     """One simulation of `copies` worlds (canaries where `present`) and its attacker, who has
     scored every world when it returns."""
     setup = world(game, present, seed, copies)
     defense = DEFENSES[game.kind](game.params, setup)
-    tap = Replicated(game.tap, game.setup.topology)
-    listener = Listener(game, tap, world_agents(game.victim, game.setup.topology.n, copies))
-    simulate(defense, game.rounds, eval_every=game.rounds, taps=[tap], after_round=listener.after_round)
+    tap = Replicated(game.tap, game.setup.topology, copies)
+    listener = Listener(game, tap, copies)
+    simulate(defense, game.rounds, taps=[tap], after_round=listener.after_round, evaluation=False)
     return listener
 
 
 def worlds_per_run(game: Game) -> int:
-    """How many worlds one simulation holds (`WORLD_AGENTS` agents)."""
-    return max(1, WORLD_AGENTS // game.setup.topology.n)
+    """How many worlds one simulation holds, chosen by memory (`STATE_BYTES`)."""
+    model = game.setup.model
+    per_world = game.setup.topology.n * model.dim * 4 * (1 if model.closed_form else AUTOGRAD_FACTOR)
+    return int(max(1, min(MAX_WORLDS, STATE_BYTES // per_world)))
 
 
 def _scores_of(game: Game, present: Tensor, seed: int, copies: int) -> tuple[np.ndarray, list, np.ndarray]:
