@@ -2,7 +2,7 @@
 against the sound ε, the GDP estimate beside it, and the runs per second of one world per
 simulation against many worlds per simulation, measured in the same run.
 
-    OMP_NUM_THREADS=1 python bench/canary.py [--runs 64000] [--sigmas 1 2] [--rounds 30]
+    OMP_NUM_THREADS=1 python bench/canary.py [--runs 64000] [--sigmas 1 2] [--seeds 0 1 2] [--rounds 30]
                                              [--canary gradient] [--workers 2] [--json]
 
 Set-up (issue 14's acceptance): digits cut to 200 training records, 4 agents on a complete graph
@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import statistics
 import os
 import time
 
@@ -62,6 +63,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--sigmas", type=float, nargs="+", default=[1.0, 2.0])
     parser.add_argument("--canary", default="gradient", choices=["gradient", "record", "outlier"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="audit seeds (the runs' draws); "
+                        "with several, the median ratio is printed")
     parser.add_argument("--workers", type=int, default=1, help="processes the simulations are spread over")
     parser.add_argument("--speed-runs", type=int, default=256, help="runs timed for the speed comparison")
     parser.add_argument("--canaries", type=int, default=100, help="canaries of the one-run audit (at most the "
@@ -148,20 +151,26 @@ def speed(args: argparse.Namespace) -> None:
 
 
 def repeated(args: argparse.Namespace) -> None:
-    print(f"\n{'defense':<9} {'sigma':>5} {'runs':>6} {'eps_lb':>7} {'eps_sound':>9} {'ratio':>6} {'estimate':>8} "
-          f"{'est/sound':>9} {'wall_s':>7} {'runs/s':>7}")
+    print(f"\n{'defense':<9} {'sigma':>5} {'seed':>4} {'runs':>6} {'eps_lb':>7} {'eps_sound':>9} {'ratio':>6} "
+          f"{'estimate':>8} {'est/sound':>9} {'wall_s':>7} {'runs/s':>7}")
     for kind, sigma in [("dp_dpsgd", sigma) for sigma in args.sigmas] + [("dpsgd", None)]:
         runs = args.runs if sigma is not None else min(args.runs, 2000)
         game = game_for_table(table(kind, args.rounds, sigma), DATA, canary=args.canary)
-        record = audit_game(game, runs=runs, workers=args.workers)
-        sound, share, estimate = record["eps_sound"], ratio(record), record["eps_estimate"]
-        print(f"{kind:<9} {'-' if sigma is None else sigma:>5} {runs:>6} {record['eps_lb']:7.3f} "
-              f"{'-' if sound is None else f'{sound:.3f}':>9} {'-' if share is None else f'{share:.3f}':>6} "
-              f"{'-' if estimate is None else f'{estimate:.3f}':>8} "
-              f"{'-' if sound is None or estimate is None else f'{estimate / sound:.3f}':>9} "
-              f"{record['wall_s']:7.1f} {record['runs_per_second']:7.1f}", flush=True)
-        if args.json:
-            print(json.dumps(record))
+        shares = []
+        for seed in args.seeds if sigma is not None else args.seeds[:1]:
+            record = audit_game(game, runs=runs, workers=args.workers, seed=seed)
+            sound, share, estimate = record["eps_sound"], ratio(record), record["eps_estimate"]
+            shares.append(share)
+            print(f"{kind:<9} {'-' if sigma is None else sigma:>5} {seed:>4} {runs:>6} {record['eps_lb']:7.3f} "
+                  f"{'-' if sound is None else f'{sound:.3f}':>9} {'-' if share is None else f'{share:.3f}':>6} "
+                  f"{'-' if estimate is None else f'{estimate:.3f}':>8} "
+                  f"{'-' if sound is None or estimate is None else f'{estimate / sound:.3f}':>9} "
+                  f"{record['wall_s']:7.1f} {record['runs_per_second']:7.1f}", flush=True)
+            if args.json:
+                print(json.dumps(record))
+        if sigma is not None and len(shares) > 1:
+            print(f"{kind:<9} {sigma:>5} median ratio eps_lb/eps_sound over seeds {args.seeds}: "
+                  f"{statistics.median(shares):.3f}", flush=True)
 
 
 def one_run(args: argparse.Namespace) -> None:

@@ -89,10 +89,11 @@ class DPDPSGD(DPSGD):
 
     def local_gradients(self) -> tuple[Tensor, Callable[[], list[Tensor]]]:
         p = self.params
-        xb, yb, mask, rows = self.setup.local.poisson_batches(self.rates, self.setup.generator)
-        clipped_sum = clipped_sums(self.setup.model, self.x, xb, yb, mask, p.clip)
+        local = self.setup.local
+        chosen = local.poisson_mask(self.rates, self.setup.generator)
+        clipped_sum = clipped_sums(self.setup.model, self.x, *local.shards(), chosen.to(self.x.dtype), p.clip)
         noise = torch.randn(clipped_sum.shape, generator=self.setup.generator) * (p.noise_multiplier * p.clip)
-        return (clipped_sum + noise) / p.batch_size, lambda: [r[m > 0] for r, m in zip(rows, mask)]
+        return (clipped_sum + noise) / p.batch_size, lambda: [r[m] for r, m in zip(local.index, chosen)]
 
     def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
         return subsampled_gaussian(float(self.rates.max()), self.params.noise_multiplier, rounds)

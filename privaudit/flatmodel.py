@@ -95,8 +95,9 @@ class FlatModel:
 
     def clipped_sums(self, flats: Tensor, x: Tensor, y: Tensor, mask: Tensor, bound: float) -> Tensor | None:
         """Σ_k mask[a, k] · clip_bound(g_ak) for each agent a's padded batch at its own point (flats
-        [A, P], x [A, K, ...], mask [A, K]) in closed form, without forming the per-sample gradients,
-        where the module gives one (`clipped_gradient_sums`); None otherwise."""
+        [A, P], x [A, K, ...] or [A / c, K, ...] shared by c copies of the agents, mask [A, K]) in
+        closed form, without forming the per-sample gradients, where the module gives one
+        (`clipped_gradient_sums`); None otherwise."""
         if self._clipped_sums is None:
             return None
         sums = self._clipped_sums(self._batched(flats), x, y, mask, bound)

@@ -51,18 +51,21 @@ def masked_sums(model: FlatModel, flats: Tensor, x: Tensor, y: Tensor, mask: Ten
     """Σ_k transform(per-sample gradient) over the real samples of each agent's padded batch
     (flats [N, P], x [N, K, ...], mask [N, K] with 1.0 on real samples) → [N, P]. Gradients are
     computed for the real samples only: Poisson batches are padded to the largest, often twice the
-    mean, and a padded slot costs as much as a real one."""
+    mean, and a padded slot costs as much as a real one. `x` and `y` may hold N / c rows, a batch
+    shared by c copies of the agents (agent w·N/c + i reads row i: `LocalData.shards`)."""
     agents, slots = torch.nonzero(mask > 0, as_tuple=True)
     if len(agents) == 0:
         return torch.zeros_like(flats)
-    per_sample = model.sample_grads(flats[agents], x[agents, slots], y[agents, slots])
+    rows = agents % len(x)
+    per_sample = model.sample_grads(flats[agents], x[rows, slots], y[rows, slots])
     return torch.zeros_like(flats).index_add_(0, agents, transform(per_sample))
 
 
 def clipped_sums(model: FlatModel, flats: Tensor, x: Tensor, y: Tensor, mask: Tensor, bound: float) -> Tensor:
     """DP-SGD's clipped sum Σ_k clip_C(g_k) over the real samples of each agent's padded batch
-    (`masked_sums` with `clip_l2`), in closed form where the model has one (`FlatModel.clipped_sums`:
-    no per-sample gradient is formed, which is what thousands of audited worlds spend their time on)."""
+    (`masked_sums` with `clip_l2`; `x` may be shared by copies of the agents, as there), in closed
+    form where the model has one (`FlatModel.clipped_sums`: no per-sample gradient is formed, which
+    is what thousands of audited worlds spend their time on)."""
     closed = model.clipped_sums(flats, x, y, mask, bound)
     if closed is not None:
         return closed

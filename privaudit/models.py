@@ -221,31 +221,39 @@ class LogisticRegression(nn.Module):
     def clipped_gradient_sums(self, params: dict[str, Tensor], inputs: Tensor, targets: Tensor, mask: Tensor,
                               bound: float) -> dict[str, Tensor]:
         """DP-SGD's clipped sum Σ_k mask_k · clip_C(g_k) of each agent's samples in closed form
-        (`FlatModel.clipped_sums`), one point per agent (`params` [A, *shape], inputs [A, K, ...]),
-        without forming a per-sample gradient: g_k = (r_k ⊗ x_k, r_k) + p with r_k = softmax − y
-        and p the penalty's gradient, so ‖g_k‖² = ‖r_k‖²(‖x_k‖² + 1) + 2(r_kᵀ P_W x_k + r_k·p_b) + ‖p‖²
-        and Σ_k s_k g_k = (Σ_k s_k r_k ⊗ x_k, Σ_k s_k r_k) + (Σ_k s_k) p."""
-        weight, bias = params["linear.weight"], params["linear.bias"]
-        x = inputs.flatten(start_dim=2).to(weight.dtype)
-        # classes on axis 1 ([A, C, K]): reductions over a short last axis are slow on CPUs
-        logits = torch.einsum("acf,akf->ack", weight, x) + bias[:, :, None]
-        expected = (targets.to(logits.dtype).transpose(1, 2) if targets.dim() == 3
-                    else nn.functional.one_hot(targets.long(), logits.shape[1]).to(logits.dtype).transpose(1, 2))
-        residual = torch.softmax(logits, dim=1) - expected
-        squared = residual.square().sum(1) * (x.square().sum(-1) + 1)
-        penalty = self.penalty_gradients(params) if self.nonconvex_reg != 0 else None
-        if penalty is not None:
+        (`FlatModel.clipped_sums`), one point per agent (`params` [A, *shape], inputs [A, K, ...] or
+        [A / w, K, ...] shared by w copies of the agents), without forming a per-sample gradient:
+        g_k = (r_k ⊗ x_k, r_k) + p with r_k = softmax − y and p the penalty's gradient, so
+        ‖g_k‖² = ‖r_k‖²(‖x_k‖² + 1) + 2(r_kᵀ P_W x_k + r_k·p_b) + ‖p‖² and
+        Σ_k s_k g_k = (Σ_k s_k r_k ⊗ x_k, Σ_k s_k r_k) + (Σ_k s_k) p. Shared inputs make the
+        products [copies · classes, F] × [F, K] per agent of one copy: large, fast ones."""
+        x = inputs.flatten(start_dim=2).to(params["linear.weight"].dtype)
+        agents, (n, slots) = len(params["linear.weight"]), x.shape[:2]
+        copies = agents // n
+        weight = params["linear.weight"].reshape(copies, n, *params["linear.weight"].shape[1:])
+        bias = params["linear.bias"].reshape(copies, n, -1)
+        # classes on axis 2 ([w, n, C, K]): reductions over a short last axis are slow on CPUs
+        logits = torch.einsum("wncf,nkf->wnck", weight, x) + bias[..., None]
+        expected = (targets.to(logits.dtype) if targets.dim() == 3
+                    else nn.functional.one_hot(targets.long(), logits.shape[2]).to(logits.dtype)).transpose(1, 2)
+        residual = torch.softmax(logits, dim=2) - expected
+        squared = residual.square().sum(2) * (x.square().sum(-1) + 1)
+        penalty = None
+        if self.nonconvex_reg != 0:
+            penalty = {name: value.reshape(copies, n, *value.shape[1:])
+                       for name, value in self.penalty_gradients(params).items()}
             pw, pb = penalty["linear.weight"], penalty["linear.bias"]
-            cross = torch.einsum("ack,acf,akf->ak", residual, pw, x) + torch.einsum("ack,ac->ak", residual, pb)
-            squared = squared + 2 * cross + (pw.square().sum((1, 2)) + pb.square().sum(1))[:, None]
-        scale = mask.to(weight.dtype) * torch.clamp(bound / (squared.clamp(min=0).sqrt() + 1e-12), max=1.0)
-        weighted = residual * scale[:, None, :]
-        sums = {"linear.weight": torch.einsum("ack,akf->acf", weighted, x), "linear.bias": weighted.sum(2)}
+            cross = torch.einsum("wnck,wncf,nkf->wnk", residual, pw, x) + torch.einsum("wnck,wnc->wnk", residual, pb)
+            squared = squared + 2 * cross + (pw.square().sum((2, 3)) + pb.square().sum(2))[..., None]
+        scale = mask.reshape(copies, n, slots).to(x.dtype) * torch.clamp(
+            bound / (squared.clamp(min=0).sqrt() + 1e-12), max=1.0)
+        weighted = residual * scale[:, :, None, :]
+        sums = {"linear.weight": torch.einsum("wnck,nkf->wncf", weighted, x), "linear.bias": weighted.sum(3)}
         if penalty is not None:
-            total = scale.sum(1)
-            sums = {name: value + total.reshape(-1, *[1] * (value.dim() - 1)) * penalty[name]
+            total = scale.sum(2)
+            sums = {name: value + total.reshape(copies, n, *[1] * (value.dim() - 2)) * penalty[name]
                     for name, value in sums.items()}
-        return sums
+        return {name: value.reshape(agents, *value.shape[2:]) for name, value in sums.items()}
 
     def _with_penalty(self, grads: dict[str, Tensor], params: dict[str, Tensor]) -> dict[str, Tensor]:
         if self.nonconvex_reg == 0:

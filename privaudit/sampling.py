@@ -27,6 +27,7 @@ class LocalData:
         for i, shard in enumerate(shards):
             self.index[i, : len(shard)] = torch.as_tensor(shard, dtype=torch.long)
         self.valid = torch.arange(width)[None, :] < self.sizes[:, None]
+        self.copies = 1
 
     def repeat(self, copies: int) -> LocalData:
         """The same shards for `copies` copies of the agents (agent w·n + i holds agent i's)."""
@@ -35,7 +36,16 @@ class LocalData:
         tiled.sizes = self.sizes.repeat(copies)
         tiled.index = self.index.repeat(copies, 1)
         tiled.valid = self.valid.repeat(copies, 1)
+        tiled.copies = self.copies * copies
         return tiled
+
+    def shards(self) -> tuple[Tensor, Tensor]:
+        """Every agent's whole shard, padded (x [m, L, ...], y [m, L]; a slot past an agent's size
+        holds a meaningless record), for the m = n / copies agents of one copy: agent w·m + i holds
+        row i's. With a mask over the slots (`poisson_mask`) this is a batch shared by the copies,
+        which closed-form gradients of all worlds read in a few large products (`grads.clipped_sums`)."""
+        rows = self.index[: self.n_agents // self.copies]
+        return self.x[rows], self.y[rows]
 
     @property
     def n_agents(self) -> int:
@@ -81,6 +91,12 @@ class LocalData:
         mask = torch.arange(width)[None, :] < self.sizes.clamp(max=batch_size)[:, None]
         return self.x[rows], self.y[rows], rows, mask.to(self.x.dtype)
 
+    def poisson_mask(self, rates: Tensor, generator: torch.Generator) -> Tensor:
+        """Poisson sampling as a mask over each agent's shard slots [n, L] (`shards`): slot k of
+        agent i is in its batch with probability `rates[i]`; the draw `poisson_batches` makes."""
+        draws = torch.rand(self.index.shape, generator=generator)
+        return (draws < rates[:, None]) & self.valid
+
     def poisson_batches(
         self, rates: Tensor, generator: torch.Generator
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -91,8 +107,7 @@ class LocalData:
         [N, K] is 1.0 on real samples and 0.0 on padding. Returns x [N, K, ...], y [N, K], the
         mask and the dataset rows [N, K] (padding rows are meaningless).
         """
-        draws = torch.rand(self.index.shape, generator=generator)
-        chosen = (draws < rates[:, None]) & self.valid
+        chosen = self.poisson_mask(rates, generator)
         width = max(int(chosen.sum(dim=1).max()), 1)
         order = torch.argsort((~chosen).to(torch.int8), dim=1, stable=True)[:, :width]
         mask = chosen.gather(1, order)

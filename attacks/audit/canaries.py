@@ -86,14 +86,16 @@ class PlantedModel(FlatModel):
         each planted record's gradient (`sample_grads`) clipped: a planted record is one sample
         like any other, with its own gradient."""
         keys = _keys(x.flatten(0, 1))
-        planted = (keys[:, None] == self.planted_keys[None]).all(-1).any(-1).reshape(mask.shape) & (mask > 0)
+        planted = (keys[:, None] == self.planted_keys[None]).all(-1).any(-1).reshape(x.shape[:2])
+        planted = planted.repeat(len(mask) // len(planted), 1) & (mask > 0)
         base = super().clipped_sums(flats, x, y, mask * ~planted, bound)
         if base is None:
             return None
         agents, slots = torch.nonzero(planted, as_tuple=True)
         if len(agents) == 0:
             return base
-        gradients = self.sample_grads(flats[agents], x[agents, slots], y[agents, slots])
+        rows = agents % len(x)
+        gradients = self.sample_grads(flats[agents], x[rows, slots], y[rows, slots])
         norms = torch.linalg.vector_norm(gradients, dim=-1, keepdim=True)
         return base.index_add(0, agents, gradients * torch.clamp(bound / (norms + 1e-12), max=1.0))
 
