@@ -224,17 +224,21 @@ class DPDL(Defense):
         sums = self._clipped_sums(self.x[self.point], xb[self.sender], yb[self.sender])  # eqs. 8–9, 11–12
         noise = None
         if p.noise:
-            noise = torch.randn(sums.shape, generator=self.setup.generator) * (self.sigma * p.clip)
-        noisy = (sums if noise is None else sums + noise) / p.batch_size  # eqs. 10 and 13
+            noise = torch.randn(sums.shape, generator=self.setup.generator).mul_(self.sigma * p.clip)
         clean_self = sums[self.n_cross:] / p.batch_size  # eq. 14
+        noisy = (sums if noise is None else sums.add_(noise)).div_(p.batch_size)  # eqs. 10 and 13
         wire.send_each(t, Kind.CROSS_GRADIENT, self.links, noisy[:self.n_cross])  # line 10: g̈^{ji} from i to j
         self._disclose(t, wire, rows, clean_self, noise)
 
-        anchor = clean_self[self.point]  # ĝ^{jj} beside every g̈ that agent j receives (or its own g̈^{jj})
-        cosine = (noisy * anchor).sum(dim=1) / (noisy.norm(dim=1) * anchor.norm(dim=1)).clamp_min(1e-30)  # eq. 15
+        # ĝ^{jj} beside every g̈ that agent j receives (or its own g̈^{jj}): anchor_r = clean_self[point_r]
+        noisy_norms, clean_norms = noisy.norm(dim=1), clean_self.norm(dim=1)
+        dots = torch.linalg.vecdot(noisy, clean_self[self.point])
+        cosine = dots / (noisy_norms * clean_norms[self.point]).clamp_min(1e-30)  # eq. 15
         calibration = torch.sigmoid(-cosine)  # eq. 16: 1 / (1 + e^S)
-        calibrated = self.noisy_weight[:, None] * noisy + (self.self_weight * calibration)[:, None] * anchor  # eq. 17
-        aggregated = torch.zeros_like(self.x).index_add_(0, self.point, calibrated)  # eq. 18
+        # eqs. 17–18: Σ_{r → j} (w_r g̈_r + c_r anchor_r) = Σ_{r → j} w_r g̈_r + (Σ_{r → j} c_r) ĝ^{jj}
+        aggregated = torch.zeros_like(self.x).index_add_(0, self.point, noisy.mul_(self.noisy_weight[:, None]))
+        anchor_weight = torch.zeros(len(self.x)).index_add_(0, self.point, self.self_weight * calibration)
+        aggregated.add_(anchor_weight[:, None] * clean_self)
 
         v_tilde = p.beta * self.v + aggregated  # eq. 19
         x_tilde = self.x - p.lr * v_tilde  # eq. 20
@@ -242,7 +246,7 @@ class DPDL(Defense):
         wire.broadcast_each(t, Kind.PREGOSSIP_MODEL, x_tilde)
         self.v = self.gossip(v_tilde)  # eq. 21
         self.x = self.gossip(x_tilde)  # eq. 22
-        ratio = clean_self.norm(dim=1) / noisy[self.n_cross:].norm(dim=1).clamp_min(1e-30)
+        ratio = clean_norms / noisy_norms[self.n_cross:].clamp_min(1e-30)
         self.h_observed = max(self.h_observed or 0.0, float(ratio.max()) + 1)  # Theorem 1's h, as realised
 
     def _clipped_sums(self, points: Tensor, x: Tensor, y: Tensor) -> Tensor:

@@ -14,6 +14,24 @@ import torch
 from torch import Tensor
 
 
+FLOYD_RATIO = 32
+"""An audit's shards at least this many times the batch are sampled with Floyd's algorithm (`fixed_batches`)."""
+
+
+def _floyd(sizes: Tensor, batch: int, generator: torch.Generator) -> Tensor:
+    """`batch` distinct positions in [0, sizes[i]) for every row i, each subset equally likely
+    (Floyd 1987: for j = size − batch … size − 1, draw t uniform in [0, j] and keep t, or j when t
+    was kept already), all rows at once; [n, batch]."""
+    chosen = torch.empty(len(sizes), batch, dtype=torch.long)
+    for step in range(batch):
+        top = sizes - batch + step
+        draw = (torch.rand(len(sizes), generator=generator, dtype=torch.float64) * (top + 1)).long()
+        draw = torch.minimum(draw, top)
+        seen = (chosen[:, :step] == draw[:, None]).any(dim=1)
+        chosen[:, step] = torch.where(seen, top, draw)
+    return chosen
+
+
 class LocalData:
     """The private training data of each agent: `x[index[i, :sizes[i]]]` is agent i's shard."""
 
@@ -63,13 +81,22 @@ class LocalData:
             raise ValueError(f"batch_size {batch_size} exceeds the smallest local dataset ({smallest} samples)")
 
     def fixed_batches(self, batch_size: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-        """A uniformly random batch of `batch_size` distinct samples per agent.
+        """A uniformly random batch of `batch_size` distinct samples per agent: the `batch_size`
+        largest of one uniform key per sample, or, on an audit's copies of the agents (`repeat`)
+        whose shards hold `FLOYD_RATIO` times the batch or more, Floyd's algorithm (`_floyd`), which
+        draws `batch_size` numbers per agent instead of one per sample (LT-ADMM-DP's 1000-record
+        shards, batches of 8, thousands of worlds). Both draw every subset with the same
+        probability; their random streams differ, so a single network keeps the key draw and every
+        stored run its batches.
 
         Returns x [N, B, ...], y [N, B] and the dataset rows [N, B] that were drawn.
         """
         self.check_batch_size(batch_size)
-        keys = torch.rand(self.index.shape, generator=generator).masked_fill(~self.valid, -1.0)
-        positions = keys.topk(batch_size, dim=1).indices
+        if self.copies > 1 and self.index.shape[1] >= FLOYD_RATIO * batch_size:
+            positions = _floyd(self.sizes, batch_size, generator)
+        else:
+            keys = torch.rand(self.index.shape, generator=generator).masked_fill(~self.valid, -1.0)
+            positions = keys.topk(batch_size, dim=1).indices
         rows = self.index.gather(1, positions)
         return self.x[rows], self.y[rows], rows
 
@@ -80,7 +107,8 @@ class LocalData:
 
         Batches are padded to the largest one; the mask [N, K] is 1.0 on real samples and 0.0 on
         padding. Returns x [N, K, ...], y [N, K], the dataset rows [N, K] (padding rows are
-        meaningless) and the mask. When no agent is capped the draw equals `fixed_batches`'.
+        meaningless) and the mask. When no agent is capped the draw equals `fixed_batches`' on a single
+        network.
         """
         if batch_size < 1:
             raise ValueError(f"batch size must be >= 1, got {batch_size}")

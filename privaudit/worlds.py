@@ -57,7 +57,7 @@ class Replicated(Tap):
         self.threat_model = tap.threat_model
         self.observer = tap.observer
         self._pending: dict[tuple, dict[int, Tensor]] = {}
-        self._ragged: set[str] = set()
+        self._links: tuple[Sequence[tuple[int, int]], dict[tuple[int, int], Tensor]] | None = None
 
     def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
         size = self.size
@@ -87,6 +87,14 @@ class Replicated(Tap):
                    topology: Topology) -> None:
         if not self.wants_round(round) or (self.kinds is not None and kind not in self.kinds):
             return
+        for (sender, receiver), order in self._heard_links(links).items():
+            self.messages.append(Message(round, sender, receiver, kind, payloads.detach()[order].to("cpu", copy=True)))
+
+    def _heard_links(self, links: Sequence[tuple[int, int]]) -> dict[tuple[int, int], Tensor]:
+        """The network's links this tap hears among `links`, each with its rows in world order
+        (kept for the last list seen: a defense sends over the same list every round)."""
+        if self._links is not None and self._links[0] is links:
+            return self._links[1]
         size, heard, rows = self.size, {}, {}
         for row, (sender, receiver) in enumerate(links):
             link = (sender % size, receiver % size)
@@ -94,11 +102,13 @@ class Replicated(Tap):
                 heard[link] = self.base.hears(*link, self.network)
             if heard[link]:
                 rows.setdefault(link, []).append((sender // size, row))
-        for (sender, receiver), found in rows.items():
-            if len(found) != self.copies:
-                raise ValueError(f"link {sender} → {receiver} was used in {len(found)} of {self.copies} worlds")
-            order = torch.tensor([row for _, row in sorted(found)])
-            self.messages.append(Message(round, sender, receiver, kind, payloads.detach()[order].to("cpu", copy=True)))
+        found = {}
+        for (sender, receiver), used in rows.items():
+            if len(used) != self.copies:
+                raise ValueError(f"link {sender} → {receiver} was used in {len(used)} of {self.copies} worlds")
+            found[sender, receiver] = torch.tensor([row for _, row in sorted(used)])
+        self._links = (links, found)
+        return found
 
     def observes_anyone(self) -> bool:
         return self.base.observes_anyone()
@@ -132,7 +142,6 @@ class Replicated(Tap):
         """Stacked over the worlds; a value whose shape differs between worlds (a Poisson batch's
         rows) cannot be, and is left out (`one_world`'s transcripts lack it)."""
         if len({tuple(v.shape) for v in values}) > 1:
-            self._ragged.add(name)
             return
         self.disclosures.append(Disclosure(round, agent, name, torch.stack([v.detach().cpu() for v in values])))
 

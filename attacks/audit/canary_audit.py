@@ -262,6 +262,9 @@ class Listener:
     next: int = 0
     stacked: bool = True
     """Whether the channel's stacked reading has matched its world-by-world reading so far."""
+    check: bool = True
+    """Whether to check the stacked reading against worlds read alone (the first simulation of
+    each side does; later ones read as it ended: stacked, unchecked, or world by world)."""
 
     def __post_init__(self) -> None:
         self.totals = torch.zeros((self.copies, len(self.game.canaries)), dtype=torch.float64)
@@ -303,8 +306,10 @@ class Listener:
                                      game.records)
 
         if self.stacked:
-            checked = {world: alone(world) for world in sorted({0, self.copies - 1})}
             stacked = self._stacked(transcript, round)
+            if stacked is not None and not self.check:
+                return stacked
+            checked = {world: alone(world) for world in sorted({0, self.copies - 1})}
             if stacked is not None and all(_agree(stacked, readings, world) for world, readings in checked.items()):
                 return stacked
             self.stacked = False
@@ -317,11 +322,18 @@ class Listener:
         """The channel read once on the stacked transcript, each reading's victim axis unfolded
         into the worlds; None when the extractor cannot read stacked payloads."""
         game, copies = self.game, self.copies
+
+        def unfolded(values: Tensor, width: int) -> Tensor:
+            """[1, copies, width] or (a value the same in every world) [1, width] as [copies, width]."""
+            rows = values.reshape(-1, width)
+            if len(rows) not in (1, copies):
+                raise ValueError(f"a stacked reading with {len(rows)} rows for {copies} worlds")
+            return rows.expand(copies, width)
+
         try:
             readings = game.channel.read(transcript, [game.victim], round, list(game.scenarios), game.records)
-            return [Reading(reading.vectors.reshape(copies, -1), reading.points.reshape(copies, -1),
-                            reading.gain.reshape(-1).expand(copies) if reading.gain.numel() == 1
-                            else reading.gain.reshape(copies))
+            return [Reading(unfolded(reading.vectors, reading.vectors.shape[-1]),
+                            unfolded(reading.points, reading.points.shape[-1]), unfolded(reading.gain, 1)[:, 0])
                     for reading in readings]
         except (RuntimeError, ValueError, IndexError, TypeError, KeyError):
             return None
@@ -336,13 +348,15 @@ def _agree(stacked: list[Reading], alone: list[Reading], world: int) -> bool:
                for s, a in zip(stacked, alone) for name in ("vectors", "points", "gain"))
 
 
-def play(game: Game, present: Tensor, seed: int, copies: int) -> Listener:
+def play(game: Game, present: Tensor, seed: int, copies: int, reading: str = "check") -> Listener:
     """One simulation of `copies` worlds (canaries where `present`) and its attacker, who has
-    scored every world when it returns."""
+    scored every world when it returns. `reading`: "check" (stacked, checked each round against
+    worlds read alone), "stacked" (stacked, as a checked simulation of the same game ended), or
+    "alone" (world by world, as one ended)."""
     setup = world(game, present, seed, copies)
     defense = DEFENSES[game.kind](game.params, setup)
     tap = Replicated(game.tap, game.setup.topology, copies)
-    listener = Listener(game, tap, copies)
+    listener = Listener(game, tap, copies, stacked=reading != "alone", check=reading == "check")
     simulate(defense, game.rounds, taps=[tap], after_round=listener.after_round, evaluation=False)
     return listener
 
@@ -355,14 +369,16 @@ def worlds_per_run(game: Game) -> int:
     return int(max(1, min(MAX_WORLDS, STATE_BYTES // per_world)))
 
 
-def _scores_of(game: Game, present: Tensor, seed: int, copies: int) -> tuple[np.ndarray, list, np.ndarray]:
+def _scores_of(game: Game, present: Tensor, seed: int, copies: int,
+               reading: str = "check") -> tuple[np.ndarray, list, np.ndarray, str]:
     """One simulation's scores of the first canary, the laws they were scored with and the
     per-round features [worlds, F], as numpy arrays (tensors returned from worker processes would
-    each hold a file descriptor)."""
-    listener = play(game, present, seed, copies)
+    each hold a file descriptor), and how later simulations of the game should read (`play`)."""
+    listener = play(game, present, seed, copies, reading)
     features = (torch.cat(listener.features, dim=1) if listener.features
                 else torch.zeros((copies, 0), dtype=torch.float64))
-    return listener.totals[:, 0].numpy(), [(law, shift.numpy()) for law, shift in listener.laws], features.numpy()
+    return (listener.totals[:, 0].numpy(), [(law, shift.numpy()) for law, shift in listener.laws], features.numpy(),
+            "stacked" if listener.stacked else "alone")
 
 
 def _one_thread() -> None:
@@ -374,26 +390,32 @@ def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: i
     """`runs` independent scores of one world (canary present when `include`), `worlds` runs per
     simulation, the simulations spread over `workers` processes; simulation c is seeded by (seed,
     side, c), so the two sides of an audit never share a draw, even when both leave the canary out
-    (the null audit), and where a simulation runs does not change its numbers. Returns the scores
-    the laws the attacker scored with and the per-round features of every run [runs, F]."""
+    (the null audit), and where a simulation runs does not change its numbers. The first
+    simulation checks the attacker's stacked reading (`Listener`), the others read as it ended.
+    Returns the scores the laws the attacker scored with and the per-round features of every run
+    [runs, F]."""
     per = worlds or worlds_per_run(game)
     chunks = math.ceil(runs / per)
     seeds = [int(s) for s in np.random.SeedSequence([seed, side]).generate_state(chunks)]
     sizes = [min(per, runs - chunk * per) for chunk in range(chunks)]
     present = torch.full((len(game.canaries),), include)
-    if workers > 1 and chunks > 1:
+    first = _scores_of(game, present, seeds[0], sizes[0], "check")
+    reading = first[3]
+    if workers > 1 and chunks > 2:
         context = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(min(workers, chunks), mp_context=context, initializer=_one_thread) as pool:
-            found = list(pool.map(_scores_of, itertools.repeat(game), itertools.repeat(present), seeds, sizes))
+        with ProcessPoolExecutor(min(workers, chunks - 1), mp_context=context, initializer=_one_thread) as pool:
+            rest = list(pool.map(_scores_of, itertools.repeat(game), itertools.repeat(present), seeds[1:], sizes[1:],
+                                 itertools.repeat(reading)))
     else:
-        found = [_scores_of(game, present, chunk_seed, size) for chunk_seed, size in zip(seeds, sizes)]
-    widths = {features.shape[1] for _, _, features in found}
+        rest = [_scores_of(game, present, chunk_seed, size, reading) for chunk_seed, size in zip(seeds[1:], sizes[1:])]
+    found = [first, *rest]
+    widths = {features.shape[1] for _, _, features, _ in found}
     if len(widths) > 1:
         raise ValueError(f"the attacker read a different number of rounds and channels in different runs ({widths}): "
                          "an extractor failed in some runs only")
     laws = [(law, torch.from_numpy(shift)) for law, shift in found[0][1]]
-    return (np.concatenate([values for values, _, _ in found]), laws,
-            np.concatenate([features for _, _, features in found]))
+    return (np.concatenate([values for values, _, _, _ in found]), laws,
+            np.concatenate([features for _, _, features, _ in found]))
 
 
 def _summary(values: np.ndarray) -> dict[str, float]:

@@ -84,6 +84,18 @@ def log_likelihood_ratio(y: Tensor, shift: Tensor, law: RoundLaw, adjacency: Adj
     weights = weights + counts * math.log(p) + ((law.draws - counts) * math.log1p(-p) if p < 1 else
                                                  torch.where(counts < law.draws, -math.inf, 0.0))
 
+    if law.family == "gaussian":
+        # −½‖y − k·s‖² = −½‖y‖² + k⟨y, s⟩ − ½k²‖s‖²: the −½‖y‖² cancels in the ratio, so each mixture
+        # needs only ⟨y, s⟩ and ‖s‖² per row ([R, draws + 1] terms, not [R, draws + 1, c])
+        projection, energy = (y * shift).sum(-1), shift.square().sum(-1)
+
+        def mixture(sign: float) -> Tensor:
+            return torch.logsumexp(weights + sign * counts * projection[:, None]
+                                   - 0.5 * counts.square() * energy[:, None], dim=1)
+
+        without = mixture(-1.0) if adjacency == "replace-one" else torch.zeros_like(projection)
+        return mixture(1.0) - without
+
     def mixture(sign: float) -> Tensor:
         means = sign * counts[None, :, None] * shift[:, None, :]
         return torch.logsumexp(weights + _log_density(y[:, None, :] - means, law.family).sum(-1), dim=1)
