@@ -184,7 +184,13 @@ class DPDL(Defense):
         topology = setup.topology
         n = topology.n
         setup.local.check_batch_size(params.batch_size)
-        pairs = [(i, j) for i in range(n) for j in topology.neighbours(i)] + [(i, i) for i in range(n)]
+        around = [topology.neighbours(i) for i in range(n)]
+        # on a regular graph the pairs are slot-major (row d·n + i is agent i's pair with its d-th
+        # neighbour), so every slot reads the agents' batches in agent order (`_clipped_sums`)
+        self.slotted = len({len(js) for js in around}) == 1
+        cross = ([(i, around[i][d]) for d in range(len(around[0])) for i in range(n)] if self.slotted
+                 else [(i, j) for i in range(n) for j in around[i]])
+        pairs = cross + [(i, i) for i in range(n)]
         self.sender = torch.tensor([i for i, _ in pairs])
         self.point = torch.tensor([j for _, j in pairs])
         self.n_cross = len(pairs) - n
@@ -221,7 +227,7 @@ class DPDL(Defense):
         p = self.params
         wire.broadcast_each(t, Kind.MODEL, self.x)  # line 3
         xb, yb, rows = self.setup.local.fixed_batches(p.batch_size, self.setup.generator)  # line 4
-        sums = self._clipped_sums(self.x[self.point], xb[self.sender], yb[self.sender])  # eqs. 8–9, 11–12
+        sums = self._clipped_sums(xb, yb)  # eqs. 8–9, 11–12
         noise = None
         if p.noise:
             noise = torch.randn(sums.shape, generator=self.setup.generator).mul_(self.sigma * p.clip)
@@ -232,7 +238,7 @@ class DPDL(Defense):
 
         # ĝ^{jj} beside every g̈ that agent j receives (or its own g̈^{jj}): anchor_r = clean_self[point_r]
         noisy_norms, clean_norms = noisy.norm(dim=1), clean_self.norm(dim=1)
-        dots = torch.linalg.vecdot(noisy, clean_self[self.point])
+        dots = (noisy * clean_self[self.point]).sum(dim=1)
         cosine = dots / (noisy_norms * clean_norms[self.point]).clamp_min(1e-30)  # eq. 15
         calibration = torch.sigmoid(-cosine)  # eq. 16: 1 / (1 + e^S)
         # eqs. 17–18: Σ_{r → j} (w_r g̈_r + c_r anchor_r) = Σ_{r → j} w_r g̈_r + (Σ_{r → j} c_r) ĝ^{jj}
@@ -249,16 +255,24 @@ class DPDL(Defense):
         ratio = clean_norms / noisy_norms[self.n_cross:].clamp_min(1e-30)
         self.h_observed = max(self.h_observed or 0.0, float(ratio.max()) + 1)  # Theorem 1's h, as realised
 
-    def _clipped_sums(self, points: Tensor, x: Tensor, y: Tensor) -> Tensor:
-        """Σ_b clip_C(∇F(point_r; ζ_{r,b})) for every row r: points [R, P], x [R, B, ...] → [R, P]."""
+    def _clipped_sums(self, xb: Tensor, yb: Tensor) -> Tensor:
+        """Σ_b clip_C(∇F(x^{point_r}; ζ_{sender_r, b})) for every row r → [R, P], from each agent's
+        batch (xb [n, B, ...]). In closed form on a regular graph, whose slot-major rows share the
+        agents' batches (`FlatModel.clipped_sums`: few large products); else from per-sample
+        gradients, in row chunks within the memory budget."""
+        model, clip = self.setup.model, self.params.clip
+        points = self.x[self.point]
+        if model.closed_form and self.slotted:
+            return clipped_sums(model, points, xb, yb, torch.ones(len(points), xb.shape[1]), clip)
+        x, y = xb[self.sender], yb[self.sender]
         rows, batch = x.shape[:2]
         chunk = max(1, _CHUNK_FLOATS // (batch * points.shape[1]))
         sums = []
         for start in range(0, rows, chunk):
             part = slice(start, start + chunk)
             mask = torch.ones(x[part].shape[:2])
-            sums.append(clipped_sums(self.setup.model, points[part], x[part], y[part], mask, self.params.clip))
-        return torch.cat(sums)
+            sums.append(clipped_sums(model, points[part], x[part], y[part], mask, clip))
+        return sums[0] if len(sums) == 1 else torch.cat(sums)
 
     def _disclose(self, t: int, wire: Wire, rows: Tensor, clean_self: Tensor, noise: Tensor | None) -> None:
         """Each agent's private values: its batch (dataset rows), ĝ^{ii} and its noise draws."""

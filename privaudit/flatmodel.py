@@ -101,7 +101,13 @@ class FlatModel:
         if self._clipped_sums is None:
             return None
         sums = self._clipped_sums(self._batched(flats), x, y, mask, bound)
-        return torch.cat([sums[name].reshape(len(flats), -1) for name in self.names], dim=1)
+        out, start = torch.empty(len(flats), self.dim, dtype=flats.dtype), 0
+        for name, numel, shape in zip(self.names, self.numels, self.shapes):
+            value = sums[name]
+            lead = value.shape[: value.dim() - len(shape)]
+            out[:, start:start + numel].view(*lead, numel).copy_(value.reshape(*lead, numel))
+            start += numel
+        return out
 
     def _batched(self, points: Tensor) -> dict[str, Tensor]:
         """Rows of `points` [M, P] as the module's parameters with a leading axis [M, *shape]."""

@@ -253,7 +253,7 @@ class LogisticRegression(nn.Module):
             total = scale.sum(2)
             sums = {name: value + total.reshape(copies, n, *[1] * (value.dim() - 2)) * penalty[name]
                     for name, value in sums.items()}
-        return {name: value.reshape(agents, *value.shape[2:]) for name, value in sums.items()}
+        return sums
 
     def _with_penalty(self, grads: dict[str, Tensor], params: dict[str, Tensor]) -> dict[str, Tensor]:
         if self.nonconvex_reg == 0:

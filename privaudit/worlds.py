@@ -87,8 +87,11 @@ class Replicated(Tap):
                    topology: Topology) -> None:
         if not self.wants_round(round) or (self.kinds is not None and kind not in self.kinds):
             return
-        for (sender, receiver), order in self._heard_links(links).items():
-            self.messages.append(Message(round, sender, receiver, kind, payloads.detach()[order].to("cpu", copy=True)))
+        heard = self._heard_links(links)
+        if heard:
+            stacked = payloads.detach()[torch.stack(list(heard.values()))].cpu()  # [links heard, copies, ...]
+            for (sender, receiver), rows in zip(heard, stacked):
+                self.messages.append(Message(round, sender, receiver, kind, rows))
 
     def _heard_links(self, links: Sequence[tuple[int, int]]) -> dict[tuple[int, int], Tensor]:
         """The network's links this tap hears among `links`, each with its rows in world order

@@ -209,3 +209,25 @@ def test_nd_variant_learns_digits(defense_of, one_thread):
     output = simulate(defense_of(table), rounds=40, eval_every=40)
     assert output.history[0]["avg_acc"] < 0.3
     assert output.history[-1]["avg_acc"] > 0.8
+
+
+@pytest.mark.parametrize("topology", ["complete", "ring", "star"])
+def test_the_closed_form_clipped_sums_of_every_pair_equal_autograds(topology):
+    """On a regular graph the pairs are slot-major and their clipped sums come in closed form from
+    the agents' shared batches; on an irregular one (a star) in row chunks. Either equals the clipped
+    per-sample gradients of each pair's batch at its receiver's point, by autograd."""
+    import dataclasses
+
+    from privaudit.grads import clip_l2, per_sample_grads
+
+    defense = build(5, topology, noise_multiplier=1.0)
+    assert defense.slotted == (topology != "star") and defense.setup.model.closed_form
+    defense.x = defense.x + 0.3 * torch.randn(defense.x.shape, generator=torch.Generator().manual_seed(1))
+    xb, yb, _ = defense.setup.local.fixed_batches(4, torch.Generator().manual_seed(2))
+    sums = defense._clipped_sums(xb, yb)
+    plain = defense.setup.model.without_closed_forms()
+    for row, (sender, point) in enumerate(zip(defense.sender.tolist(), defense.point.tolist())):
+        expected = clip_l2(per_sample_grads(plain, defense.x[point], xb[sender], yb[sender]), 0.5).sum(0)
+        assert torch.allclose(sums[row], expected, atol=1e-6)
+    defense.setup = dataclasses.replace(defense.setup, model=plain)
+    assert torch.allclose(defense._clipped_sums(xb, yb), sums, atol=1e-6)

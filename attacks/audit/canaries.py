@@ -97,7 +97,7 @@ class PlantedModel(FlatModel):
         rows = agents % len(x)
         gradients = self.sample_grads(flats[agents], x[rows, slots], y[rows, slots])
         norms = torch.linalg.vector_norm(gradients, dim=-1, keepdim=True)
-        return base.index_add(0, agents, gradients * torch.clamp(bound / (norms + 1e-12), max=1.0))
+        return base.index_add_(0, agents, gradients * torch.clamp(bound / (norms + 1e-12), max=1.0))
 
     def sample_grads(self, points: Tensor, x: Tensor, y: Tensor) -> Tensor:
         """Each sample's gradient (`FlatModel.sample_grads`): a planted record's is its planted

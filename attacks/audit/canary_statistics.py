@@ -48,6 +48,10 @@ def simulated_scores(laws: Laws, adjacency: Adjacency, count: int, seed: int) ->
     for law, shift in laws:
         noise = (torch.randn if law.family == "gaussian" else _laplace)
         shift = shift.double()
+        if law.family == "gaussian":
+            # a Gaussian round's ratio reads y only through ⟨y, s⟩ (`log_likelihood_ratio`), which has
+            # the law of one channel of shift ‖s‖: one draw per sample instead of one per channel
+            shift = torch.linalg.vector_norm(shift).reshape(1)
         for side, sign in ((0, -1.0 if adjacency == "replace-one" else 0.0), (1, 1.0)):
             counts = (torch.rand((count, law.draws), generator=generator) < law.inclusion).sum(1)
             draws = noise((count, len(shift)), generator=generator, dtype=torch.float64)

@@ -90,6 +90,9 @@ def log_likelihood_ratio(y: Tensor, shift: Tensor, law: RoundLaw, adjacency: Adj
         projection, energy = (y * shift).sum(-1), shift.square().sum(-1)
 
         def mixture(sign: float) -> Tensor:
+            if law.draws == 1:  # two terms: logaddexp is several times faster than logsumexp
+                return torch.logaddexp(weights[0].expand_as(projection),
+                                       weights[1] + sign * projection - 0.5 * energy)
             return torch.logsumexp(weights + sign * counts * projection[:, None]
                                    - 0.5 * counts.square() * energy[:, None], dim=1)
 
