@@ -85,37 +85,41 @@ def main() -> None:
         one_run(args)
 
 
-def bare_runs_per_second(worlds: int, rounds: int, agents: int = 4, records: int = 50, batch: int = 10,
+def bare_runs_per_second(worlds: int, rounds: int, agents: int = 4, records: int = 50, rate: float = 0.2,
                          features: int = 64, classes: int = 10, repeats: int = 3) -> float:
     """The machine's limit for this audit's arithmetic: one run's work as bare tensor operations on
-    `worlds` worlds at once, nothing else — per round and agent, logistic regression's per-sample
-    gradients in closed form ((p − y) ⊗ [x, 1]) on `batch` records drawn from the agent's (the
-    Poisson batch's mean size), ℓ2 clipping, the clipped sum, Gaussian noise on every
-    parameter, the 4 × 4 mixing step of each world and the projection on a canary direction. The
-    best of `repeats` timings; runs per second = worlds / time."""
+    `worlds` worlds at once, in the formulation the audit uses and nothing else — per round, each
+    agent's Poisson mask over its `records` records (rate q), logistic regression's logits and
+    residuals on its whole shard (shared by the worlds: [worlds × classes, F] × [F, records] per
+    agent), the per-sample norms ‖r‖²(‖x‖² + 1), ℓ2 clipping, the clipped sums in closed form,
+    Gaussian noise on every parameter, each world's 4 × 4 mixing and the projection on a canary
+    direction. The best of `repeats` timings; runs per second = worlds / time."""
     generator = torch.Generator().manual_seed(0)
     n, size = worlds * agents, features * classes + classes
-    x = torch.randn(n, records, features, generator=generator)
-    y = torch.nn.functional.one_hot(torch.randint(classes, (n, records), generator=generator), classes).float()
+    x = torch.randn(agents, records, features, generator=generator)
+    y = torch.nn.functional.one_hot(torch.randint(classes, (agents, records), generator=generator),
+                                    classes).float().transpose(1, 2)
     mixing = torch.full((agents, agents), 1.0 / agents)
     direction = torch.randn(n, size, generator=generator)
+    squared_inputs = x.square().sum(-1) + 1
     best = float("inf")
     for _ in range(repeats):
-        weights = torch.zeros(n, features, classes)
-        bias = torch.zeros(n, classes)
+        state = torch.zeros(n, size)
         start = time.perf_counter()
         for _ in range(rounds):
-            rows = torch.randint(records, (n, batch), generator=generator)
-            xb = torch.gather(x, 1, rows[..., None].expand(-1, -1, features))
-            yb = torch.gather(y, 1, rows[..., None].expand(-1, -1, classes))
-            residual = torch.softmax(torch.einsum("nrf,nfc->nrc", xb, weights) + bias[:, None], -1) - yb
-            norms = residual.square().sum(-1) * (xb.square().sum(-1) + 1)
-            scaled = residual / torch.clamp(norms.sqrt(), min=1.0)[..., None]
-            update = torch.cat([torch.einsum("nrf,nrc->nfc", xb, scaled).reshape(n, -1), scaled.sum(1)], 1)
-            update = (update + torch.randn(n, size, generator=generator)) / batch
-            state = torch.cat([weights.reshape(n, -1), bias], 1) - 0.5 * update
+            mask = (torch.rand(n, records, generator=generator) < rate).float().reshape(worlds, agents, records)
+            weights = state[:, :-classes].reshape(worlds, agents, classes, features)
+            bias = state[:, -classes:].reshape(worlds, agents, classes)
+            residual = torch.softmax(torch.einsum("wncf,nkf->wnck", weights, x) + bias[..., None], dim=2) - y
+            norms = (residual.square().sum(2) * squared_inputs).sqrt()
+            weighted = residual * (mask * torch.clamp(1.0 / (norms + 1e-12), max=1.0))[:, :, None, :]
+            update = torch.empty(n, size)
+            update[:, :-classes].view(worlds, agents, -1).copy_(
+                torch.einsum("wnck,nkf->wncf", weighted, x).reshape(worlds, agents, -1))
+            update[:, -classes:] = weighted.sum(3).reshape(n, classes)
+            update = (update + torch.randn(n, size, generator=generator)) / 10
+            state = state - 0.5 * update
             state = torch.einsum("ij,wjp->wip", mixing, state.reshape(worlds, agents, size)).reshape(n, size)
-            weights, bias = state[:, :-classes].reshape(n, features, classes), state[:, -classes:]
             (state * direction).sum(-1)
         best = min(best, time.perf_counter() - start)
     return worlds / best

@@ -436,8 +436,9 @@ class Wire:
         for tap in self.taps:
             tap.check(topology)
         self.counts: Counter[Kind] = Counter()
-        self._checked: Sequence[tuple[int, int]] | None = None
-        """The last link list `send_each` checked (a defense sends over the same list every round)."""
+        self._checked: list[tuple[int, int]] | None = None
+        """The last link list `send_each` checked (a defense sends over the same list every round;
+        comparing it is far cheaper than checking it)."""
 
     def send(self, round: int, sender: int, receiver: int, kind: Kind, payload: Tensor) -> None:
         """Transmit `payload` from `sender` to its neighbour `receiver`."""
@@ -466,11 +467,11 @@ class Wire:
         kind = Kind(kind)
         if len(links) != len(payloads):
             raise ValueError(f"send_each needs one payload per link ({len(links)}), got {len(payloads)}")
-        if links is not self._checked:
+        if links != self._checked:
             off = [(i, j) for i, j in links if (min(i, j), max(i, j)) not in self._edges]
             if off:
                 raise ValueError(f"agent {off[0][0]} sent '{kind}' to {off[0][1]}, which is not its neighbour")
-            self._checked = links
+            self._checked = list(links)
         self.counts[kind] += len(links)
         for tap in self.taps:
             tap.hear_sends(round, kind, links, payloads, self.topology)

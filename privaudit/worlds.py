@@ -37,11 +37,6 @@ def replicate(setup: Setup, copies: int) -> Setup:
     )
 
 
-def world_agents(agent: int, network_size: int, copies: int) -> list[int]:
-    """Agent `agent` of every world, in world order."""
-    return [world * network_size + agent for world in range(copies)]
-
-
 class Replicated(Tap):
     """One threat model in every world, read as one network: `tap` (built for one network) hears
     in world w what it would hear in its own network, and each message it hears is kept once, its
@@ -96,7 +91,7 @@ class Replicated(Tap):
     def _heard_links(self, links: Sequence[tuple[int, int]]) -> dict[tuple[int, int], Tensor]:
         """The network's links this tap hears among `links`, each with its rows in world order
         (kept for the last list seen: a defense sends over the same list every round)."""
-        if self._links is not None and self._links[0] is links:
+        if self._links is not None and self._links[0] == links:
             return self._links[1]
         size, heard, rows = self.size, {}, {}
         for row, (sender, receiver) in enumerate(links):
@@ -110,7 +105,7 @@ class Replicated(Tap):
             if len(used) != self.copies:
                 raise ValueError(f"link {sender} → {receiver} was used in {len(used)} of {self.copies} worlds")
             found[sender, receiver] = torch.tensor([row for _, row in sorted(used)])
-        self._links = (links, found)
+        self._links = (list(links), found)
         return found
 
     def observes_anyone(self) -> bool:

@@ -11,8 +11,9 @@ datasets.
 
 Many worlds cheaply: the runs of one side are simulated `worlds` at a time as one run on `worlds`
 disjoint copies of the network (`privaudit.worlds`), the defense's own code unchanged; the
-attacker reads each round as it comes and its tap forgets what it has read, so long runs keep
-little in memory.
+attacker's tap keeps each message once, stacked over the worlds, and the channel reads every
+world in one pass (checked against worlds read alone: `Listener`); it reads each round as it comes
+and its tap forgets what it has read, so long runs keep little in memory.
 
 Three kinds of number, never confused:
 
