@@ -24,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -178,20 +180,26 @@ def _claims(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from privaudit.errors import PrivauditError
+    from privaudit.results import output_file, write_atomic
     from reports.html import render_report
 
-    if args.format == "json":
-        from privaudit.results import json_safe
-        from reports.summary import summary
+    output = output_file(args.results_dir, args.output) if args.output else None
+    try:
+        if args.format == "json":
+            from privaudit.results import json_safe
+            from reports.summary import summary
 
-        text = json.dumps(json_safe(summary(args.results_dir)), indent=2, ensure_ascii=False, allow_nan=False)
-        if args.output:
-            Path(args.output).write_text(text + "\n", encoding="utf-8")
-        else:
-            print(text)
-        _say_skipped(args.results_dir)
-        return 0
-    report = render_report(args.results_dir, args.output)
+            text = json.dumps(json_safe(summary(args.results_dir)), indent=2, ensure_ascii=False, allow_nan=False)
+            if output is not None:
+                write_atomic(output, (text + "\n").encode("utf-8"))
+            else:
+                print(text)
+            _say_skipped(args.results_dir)
+            return 0
+        report = render_report(args.results_dir, output)
+    except OSError as error:
+        raise PrivauditError(f"cannot write the report: {error.strerror or error} ({error.filename or output})") from None
     _say_skipped(args.results_dir)
     print(f"report: {report.resolve()}")
     return 0
@@ -343,6 +351,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("privaudit: interrupted; finished cells are kept and a re-run resumes", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader closed the pipe (`privaudit list | head -1`): stop quietly, as `yes | head` does,
+        # and point stdout at /dev/null so that Python's flush at exit does not raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

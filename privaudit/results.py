@@ -22,6 +22,7 @@ import fcntl
 import json
 import math
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,32 +126,58 @@ class ResultsStore:
         """Hold the directory for this process while the block runs: a second holder (another
         run on the same directory, at the same time) gets a one-line PrivauditError naming the
         first one's process, instead of computing every cell again beside it. The lock is an
-        `flock` on `.lock` in the directory: the system releases it when the process ends, however
-        it ends. Worker processes never take it: only the driver appends rows."""
-        handle = self._lock_file()
+        `flock` on the directory itself, which the system releases when the process ends, however
+        it ends, and which deleting a file cannot undo; `.lock` only names the holder, and is
+        never written through a link or into anything but a regular file. Worker processes never
+        take it: only the driver appends rows."""
+        handle = self._directory_handle()
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                handle.seek(0)
-                holder = handle.read().strip()
+                holder = self._holder()
                 by = f" (process {holder})" if holder.isdigit() else ""
                 raise PrivauditError(f"results folder {self.directory} is in use by another privaudit run{by}: "
                                      "wait for it to end, or write the results elsewhere") from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()}\n")
-            handle.flush()
+            self._name_holder()
             yield
         finally:
-            handle.close()
+            os.close(handle)
 
-    def _lock_file(self):
+    def _directory_handle(self) -> int:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            return open(self.directory / LOCK_FILE, "a+", encoding="utf-8")
+            return os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as error:
             raise PrivauditError(f"cannot write in results folder {self.directory}: {error.strerror}") from None
+
+    def _name_holder(self) -> None:
+        """Write this process's id into `.lock`: O_NOFOLLOW refuses a symbolic link, O_NONBLOCK a
+        FIFO with no reader, and anything else that is not a regular file is refused before
+        it is truncated."""
+        path = self.directory / LOCK_FILE
+        try:
+            handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as error:
+            raise PrivauditError(f"{path} is not a regular file ({error.strerror}): remove it and run again") from None
+        try:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                raise PrivauditError(f"{path} is not a regular file: remove it and run again")
+            os.ftruncate(handle, 0)
+            os.write(handle, f"{os.getpid()}\n".encode())
+        finally:
+            os.close(handle)
+
+    def _holder(self) -> str:
+        """The process id `.lock` names, when it is a small regular file; else ""."""
+        path = self.directory / LOCK_FILE
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                return ""
+            with open(path, "rb") as handle:
+                return handle.read(32).decode("ascii", "replace").strip()
+        except OSError:
+            return ""
 
     def write_artifact(self, cell: str, name: str, data: bytes) -> str:
         """Write `artifacts/<cell>/<name>` atomically (a temporary file, then a rename) and return
@@ -172,8 +199,29 @@ def write_atomic(target: Path, data: bytes) -> None:
     into one directory never share one), then a rename. A reader sees the old file or the new
     one, never half of one."""
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def output_file(results_dir: str | Path, output: str | Path) -> Path:
+    """`output` checked as the file a command writes from a results folder (`privaudit report -o`):
+    PrivauditError when it is a folder, or one of the folder's own stored files (its rows, its
+    campaign, its lock, an artifact), which writing it would replace."""
+    target = Path(output)
+    if target.is_dir():
+        raise PrivauditError(f"{output} is a folder: -o names the file to write")
+    base, resolved = Path(results_dir).resolve(), target.resolve()
+    stored = {base / RESULTS_FILE: "the folder's rows", base / CAMPAIGN_FILE: "the folder's campaign",
+              base / LOCK_FILE: "the folder's lock"}
+    what = stored.get(resolved) or ("one of the folder's artifacts" if base / ARTIFACTS_DIR in resolved.parents
+                                    else None)
+    if what is not None:
+        raise PrivauditError(f"{output} is {what}: writing the report there would replace it; name another file")
+    return target
 
 
 def encode(row: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ import functools
 import itertools
 import json
 import math
+import re
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -80,11 +81,26 @@ def one_of(options, what: str) -> Any:
     return Annotated[str, AfterValidator(lambda value: _choice(value, options, what))]
 
 
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
 class CampaignInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = "campaign"
     description: str = ""
     seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(default_factory=lambda: [0], min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _folder_name(cls, value: str) -> str:
+        """The name is the default results folder (`results/<name>`): one plain folder name, so a
+        campaign file cannot make a run write outside `results/` ("/tmp/x", "../../x") or carry a
+        NUL into a path."""
+        if not _FOLDER_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a plain folder name (it names the default results folder "
+                             "results/<name>): use letters, digits, '.', '_' and '-', starting with a letter or "
+                             "digit, at most 100 characters")
+        return value
 
     @field_validator("seeds")
     @classmethod

@@ -1,0 +1,129 @@
+"""Issue 26 (hardening, round two): an untrusted campaign or results folder can do no harm. Each
+test reproduces one input of the hostile probe and checks the one-line error (exit 2), the refusal
+or the guard, with no traceback and nothing written outside the output folder."""
+
+import os
+
+import pytest
+
+from privaudit.cli import main
+
+
+def _one_line_error(capsys, argv: list[str]) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("privaudit: error: ") and "Traceback" not in err
+    return err
+
+
+# 1. The campaign's name picks the output folder when --out is absent
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+@pytest.mark.parametrize("name", ["{outside}", "../../escaped", "a\\u0000b", "a/b", ".hidden", ""])
+def test_a_campaign_name_that_is_not_a_plain_folder_name_is_refused(tmp_path, capsys, monkeypatch, command, name):
+    outside = tmp_path / "outside"
+    work = tmp_path / "work" / "deep"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    (work / "c.toml").write_text(f'[campaign]\nname = "{name.format(outside=outside)}"\n'
+                                 '[[defense]]\nkind = "dpsgd"\nrounds = 1\n')
+    err = _one_line_error(capsys, [command, "c.toml", "--quiet"] if command == "run" else [command, "c.toml"])
+    assert "campaign.name" in err and "plain folder name" in err
+    assert sorted(os.listdir(work)) == ["c.toml"] and not outside.exists()
+    assert sorted(os.listdir(tmp_path)) == ["work"] and sorted(os.listdir(tmp_path / "work")) == ["deep"]
+
+
+# 3. `report -o` onto the folder's own rows (or a folder)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """A finished tiny run's results folder."""
+    out = tmp_path_factory.mktemp("results") / "out"
+    campaign = out.parent / "c.toml"
+    campaign.write_text('[campaign]\nname = "tiny"\n[data]\ndataset = "digits"\nmax_train = 200\n'
+                        '[[defense]]\nkind = "dpsgd"\nagents = 4\nrounds = 2\neval_every = 2\nbatch_size = 8\n')
+    assert main(["run", str(campaign), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["html", "json"])
+@pytest.mark.parametrize("target", ["results.jsonl", "campaign.toml", ".lock", "."])
+def test_report_output_never_replaces_the_folders_own_files(results, capsys, fmt, target):
+    before = {name: (results / name).read_bytes() for name in ("results.jsonl", "campaign.toml")}
+    listing = sorted(os.listdir(results))
+    err = _one_line_error(capsys, ["report", str(results), "-o", str(results / target), "--format", fmt])
+    assert ("is a folder" in err) if target == "." else ("would replace it" in err)
+    assert {name: (results / name).read_bytes() for name in before} == before
+    assert sorted(os.listdir(results)) == listing
+
+
+def test_a_report_that_cannot_be_written_is_one_line(results, tmp_path, capsys):
+    """A folder that cannot be written (read-only for a user; here, a path through a file, which
+    stops root too) is a one-line error, and nothing is left behind."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for fmt in ("html", "json"):
+        err = _one_line_error(capsys, ["report", str(results), "-o", str(blocker / "report.html"), "--format", fmt])
+        assert "cannot write the report" in err
+    assert sorted(os.listdir(tmp_path)) == ["a-file"]
+
+
+# 11. A closed pipe (`privaudit list | head -1`)
+
+
+@pytest.mark.parametrize("command", [["list"], ["list", "--json"], ["claims", "campaigns/demo.toml", "--json"]])
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(command):
+    """The reader closes its end before the command writes (what `| head -1` does to a longer
+    output): no traceback, and the exit status of a process stopped by SIGPIPE."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "privaudit.cli", *command], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait(timeout=120) == 141 and "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
+# 4. The lock: never written through a link; deleting `.lock` does not release it
+
+
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path, capsys):
+    from privaudit.errors import PrivauditError
+    from privaudit.results import ResultsStore
+
+    target = tmp_path / "precious.txt"
+    target.write_text("keep me\n")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / ".lock").symlink_to(target)
+    with pytest.raises(PrivauditError, match="not a regular file"):
+        with ResultsStore(folder).lock():
+            pass
+    assert target.read_text() == "keep me\n"
+    os.unlink(folder / ".lock")
+    os.mkfifo(folder / ".lock")
+    with pytest.raises(PrivauditError, match="not a regular file"):
+        with ResultsStore(folder).lock():
+            pass
+
+
+def test_deleting_the_lock_file_during_a_run_does_not_let_a_second_run_in(tmp_path):
+    import subprocess
+    import sys
+
+    from privaudit.results import ResultsStore
+
+    folder = tmp_path / "out"
+    with ResultsStore(folder).lock():
+        assert (folder / ".lock").read_text().strip() == str(os.getpid())
+        os.unlink(folder / ".lock")
+        second = subprocess.run([sys.executable, "-c", "import sys; from privaudit.results import ResultsStore\n"
+                                 f"with ResultsStore({str(folder)!r}).lock(): sys.exit(0)"],
+                                capture_output=True, text=True, timeout=60,
+                                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        assert second.returncode != 0 and "in use by another privaudit run" in second.stderr
