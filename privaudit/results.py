@@ -29,8 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.errors import PrivauditError
+from privaudit.files import read_regular
 
 RESULTS_FILE = "results.jsonl"
+RESULTS_BYTES = 2**30
+"""The largest results file read (a campaign of thousands of cells writes a few MB)."""
 ARTIFACTS_DIR = "artifacts"
 CAMPAIGN_FILE = "campaign.toml"
 LOCK_FILE = ".lock"
@@ -85,11 +88,13 @@ class ResultsStore:
 
     def read(self) -> Reading:
         """Every usable row (the newest line of each cell wins) and every skipped line."""
-        if not self.path.exists():
+        try:
+            data = read_regular(self.path, RESULTS_BYTES, "results file", follow=False)
+        except FileNotFoundError:
             return Reading(self.path, [], [])
         latest: dict[str, dict[str, Any]] = {}
         skipped = []
-        for number, line in enumerate(self.path.read_bytes().split(b"\n"), start=1):
+        for number, line in enumerate(data.split(b"\n"), start=1):
             if not line.strip():
                 continue
             row, problem = _parse(line)
@@ -108,14 +113,28 @@ class ResultsStore:
         line = encode(row) + "\n"
         if self._torn():
             line = "\n" + line
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            handle = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as error:
+            raise PrivauditError(f"cannot append to {self.path} ({error.strerror}): it must be a regular file, not "
+                                 "a link") from None
+        try:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                raise PrivauditError(f"cannot append to {self.path}: not a regular file")
+            data = line.encode("utf-8")
+            while data:
+                data = data[os.write(handle, data):]
+            os.fsync(handle)
+        finally:
+            os.close(handle)
 
     def _torn(self) -> bool:
         """Whether the file ends inside a line (a write was interrupted)."""
-        if not self.path.exists() or self.path.stat().st_size == 0:
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
             return False
         with open(self.path, "rb") as handle:
             handle.seek(-1, os.SEEK_END)

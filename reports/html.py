@@ -27,6 +27,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader
 
 from privaudit.errors import PrivauditError
+from privaudit.files import CAMPAIGN_BYTES, read_regular
 from privaudit.results import CAMPAIGN_FILE, ResultsStore, write_atomic
 from reports.audits import audit_section
 from reports.coalition import coalition_section
@@ -169,12 +170,15 @@ def _provenance(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def _campaign(path: Path) -> dict[str, str]:
     """The kept campaign file's text, name and description (read as TOML, not validated: the
     report shows what was run, whatever the current schema says)."""
-    if not path.exists():
+    try:
+        text = read_regular(path, CAMPAIGN_BYTES, "kept campaign", follow=False).decode("utf-8", errors="replace")
+    except FileNotFoundError:
         return {"text": "(campaign file not kept)", "name": "", "description": ""}
-    text = path.read_text(encoding="utf-8", errors="replace")
+    except PrivauditError as error:
+        return {"text": f"(campaign file not shown: {error})", "name": "", "description": ""}
     try:
         header = tomllib.loads(text).get("campaign") or {}
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         header = {}
     header = header if isinstance(header, dict) else {}
     return {"text": text, "name": str(header.get("name", "")), "description": str(header.get("description", ""))}

@@ -127,3 +127,57 @@ def test_deleting_the_lock_file_during_a_run_does_not_let_a_second_run_in(tmp_pa
                                 capture_output=True, text=True, timeout=60,
                                 cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         assert second.returncode != 0 and "in use by another privaudit run" in second.stderr
+
+
+# 2. Files read from a results folder: regular files, inside the folder, bounded
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo", "device"])
+def test_a_planted_campaign_file_is_never_read_into_the_report(results, tmp_path, capsys, planted):
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(results, folder, symlinks=True)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:SECRET\n")
+    kept = folder / "campaign.toml"
+    kept.unlink()
+    {"link": lambda: kept.symlink_to(secret), "fifo": lambda: os.mkfifo(kept),
+     "device": lambda: kept.symlink_to("/dev/zero")}[planted]()
+    assert main(["report", str(folder)]) == 0
+    page = (folder / "report.html").read_text()
+    assert "SECRET" not in page and "campaign file not shown" in page
+
+
+@pytest.mark.parametrize("planted", ["link", "device"])
+def test_a_planted_results_file_is_refused_in_one_line_and_never_appended_through(results, tmp_path, capsys, planted):
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(results, folder, symlinks=True)
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes((folder / "results.jsonl").read_bytes())
+    before = outside.read_bytes()
+    (folder / "results.jsonl").unlink()
+    (folder / "results.jsonl").symlink_to(outside if planted == "link" else "/dev/zero")
+    _one_line_error(capsys, ["report", str(folder)])
+    campaign = tmp_path / "c.toml"
+    campaign.write_text((folder / "campaign.toml").read_text().replace("rounds = 2", "rounds = 3"))
+    _one_line_error(capsys, ["run", str(campaign), "--out", str(folder), "--quiet"])
+    assert outside.read_bytes() == before
+
+
+# 7. Unbounded campaign files
+
+
+def test_a_deeply_nested_campaign_and_a_device_are_one_line_errors(tmp_path, capsys):
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * 5000 + "]" * 5000 + "\n")
+    assert "nested too deeply" in _one_line_error(capsys, ["check", str(deep)])
+    assert "not a regular file" in _one_line_error(capsys, ["check", "/dev/zero"])
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    assert "not a regular file" in _one_line_error(capsys, ["check", str(fifo)])
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"#" * (5 * 2**20))
+    assert "more than the" in _one_line_error(capsys, ["check", str(big)])

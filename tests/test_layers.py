@@ -32,8 +32,9 @@ def engine(module: str) -> bool:
     return _package("privaudit")(module) and not campaign_machinery(module) and not cli(module)
 
 
-READ_BY_REPORTS = {"privaudit", "privaudit.results", "privaudit.errors"}
-"""What reports may use of the engine: the results store they read rows through, and errors."""
+READ_BY_REPORTS = {"privaudit", "privaudit.results", "privaudit.files", "privaudit.errors"}
+"""What reports may use of the engine: the results store they read rows through, the guarded
+reader of a results folder's other files, and errors."""
 
 
 def _any(*layers):

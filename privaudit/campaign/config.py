@@ -38,7 +38,8 @@ from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams
 from defenses.external import origin, resolve
 from privaudit.data import DATASETS, PARTITIONS
-from privaudit.errors import ConfigError
+from privaudit.errors import ConfigError, PrivauditError
+from privaudit.files import CAMPAIGN_BYTES, read_regular
 from privaudit.limits import MAX_SEED, exceeded, within
 from privaudit.models import MODELS
 from privaudit.synthetic import SYNTHETIC
@@ -784,11 +785,11 @@ def _read_text(path: Path) -> str:
     """A campaign file's text (TOML is UTF-8); ConfigError naming the file when it cannot be read
     or is not UTF-8."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path, CAMPAIGN_BYTES, "campaign file")
     except FileNotFoundError:
         raise ConfigError(f"campaign file not found: {path}") from None
-    except OSError as error:
-        raise ConfigError(f"cannot read campaign file {path}: {error.strerror}") from None
+    except PrivauditError as error:
+        raise ConfigError(str(error)) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -802,6 +803,8 @@ def _parse_text(text: str, source: str) -> Campaign:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{source}: invalid TOML: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
     return parse_campaign(raw, source=source)
 
 
