@@ -346,7 +346,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         threads.apply(args.threads)
         return args.handler(args)
     except PrivauditError as error:
-        print(f"privaudit: error: {error}", file=sys.stderr)
+        # one line, whatever the input put in it: control characters (an escape sequence in a
+        # file name or value) are shown escaped, never sent to the terminal
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in str(error))
+        print(f"privaudit: error: {text}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("privaudit: interrupted; finished cells are kept and a re-run resumes", file=sys.stderr)

@@ -9,7 +9,9 @@ score it against the private original.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -151,6 +153,21 @@ class _Raw:
     class_names: tuple[str, ...]
 
 
+_DOWNLOADS_REFUSED = False
+
+
+@contextlib.contextmanager
+def downloads_refused() -> Iterator[None]:
+    """Within the block a dataset asked for with `download = true` is read from its folder only:
+    `privaudit check` creates no folder and reaches no network."""
+    global _DOWNLOADS_REFUSED
+    before, _DOWNLOADS_REFUSED = _DOWNLOADS_REFUSED, True
+    try:
+        yield
+    finally:
+        _DOWNLOADS_REFUSED = before
+
+
 def load_dataset(
     name: str,
     *,
@@ -182,7 +199,14 @@ def load_dataset(
                 f"dataset {name!r}: no data_root given (expected {expected} under it); "
                 "set data_root to the folder holding them"
             )
-        raw = _torchvision_raw(name, str(Path(data_root).expanduser().resolve()), download)
+        root = str(Path(data_root).expanduser().resolve())
+        try:
+            raw = _torchvision_raw(name, root, download and not _DOWNLOADS_REFUSED)
+        except DataError:
+            if download and _DOWNLOADS_REFUSED:
+                raise DataError(f"dataset {name!r}: no data under {root} yet: a run downloads it (download = true); "
+                                "privaudit check reads only what is there") from None
+            raise
     else:
         raw = _split(name, seed, test_fraction)
 
@@ -320,6 +344,12 @@ def _torchvision_raw(name: str, root: str, download: bool) -> _Raw:
         raise DataError(f"dataset {name!r}: {problem} (expected {expected}); {remedy}") from err
 
     class_names = _DIGIT_NAMES if name == "mnist" else tuple(train.classes)
+    for part in (train, test):
+        labels = np.asarray(part.targets)
+        outside = labels[(labels < 0) | (labels >= len(class_names))]
+        if outside.size:
+            raise DataError(f"dataset {name!r}: files under {root} hold label {int(outside[0])} outside the "
+                            f"{len(class_names)} classes (expected {expected}); replace them")
     return _Raw(
         x_train=_frozen(_nchw(train.data)),
         y_train=_frozen(np.asarray(train.targets, dtype=np.int64)),

@@ -357,6 +357,8 @@ def build_mlp(
 ) -> nn.Module:
     """Fully connected network on the flattened input, with `hidden` layer widths and `activation`
     (one of `MLP_ACTIVATIONS`) between layers."""
+    if not isinstance(hidden, (list, tuple)) or not all(isinstance(w, int) and not isinstance(w, bool) for w in hidden):
+        raise ValueError(f"hidden must be a list of layer widths (integers, e.g. [128]), got {hidden!r}")
     hidden = tuple(hidden)
     if any(width < 1 for width in hidden):
         raise ValueError(f"hidden widths must be >= 1, got {hidden}")

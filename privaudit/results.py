@@ -207,10 +207,25 @@ class ResultsStore:
         write_atomic(target, data)
         return relative.as_posix()
 
-    def write_campaign(self, text: str) -> None:
-        """Keep the campaign beside its results, so the report can be re-rendered from here."""
+    def write_campaign(self, text: str) -> str | None:
+        """Keep the campaign beside its results, so the report can be re-rendered from here. A
+        different campaign already kept (an edited one run into the same folder, whose rows stay)
+        is not replaced silently: it is kept as `campaign.N.toml`, whose name is returned."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.directory / CAMPAIGN_FILE, text.encode())
+        target = self.directory / CAMPAIGN_FILE
+        kept = None
+        try:
+            earlier = read_regular(target, 2**30, "kept campaign", follow=False)
+        except FileNotFoundError:
+            earlier = None
+        if earlier is not None and earlier != text.encode():
+            number = 1
+            while (self.directory / f"campaign.{number}.toml").exists():
+                number += 1
+            kept = f"campaign.{number}.toml"
+            write_atomic(self.directory / kept, earlier)
+        write_atomic(target, text.encode())
+        return kept
 
 
 def write_atomic(target: Path, data: bytes) -> None:

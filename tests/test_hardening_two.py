@@ -181,3 +181,71 @@ def test_a_deeply_nested_campaign_and_a_device_are_one_line_errors(tmp_path, cap
     big = tmp_path / "big.toml"
     big.write_bytes(b"#" * (5 * 2**20))
     assert "more than the" in _one_line_error(capsys, ["check", str(big)])
+
+
+# 11. Labels, model options, a second campaign in one folder
+
+
+def test_control_characters_in_labels_and_errors_never_reach_the_terminal(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('[campaign]\nname = "c"\n[[defense]]\nkind = "dpsgd"\nlabel = "a\\u001b[31mred"\n')
+    err = _one_line_error(capsys, ["check", str(path)])
+    assert "\x1b" not in err and "control character" in err
+    path.write_text('[campaign]\nname = "c"\n[[defense]]\nkind = "no\\u001b[2Jpe"\n')
+    assert "\x1b" not in _one_line_error(capsys, ["check", str(path)])
+
+
+def test_hidden_widths_given_as_a_number_name_the_field(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('[campaign]\nname = "c"\n[data]\ndataset = "digits"\nmax_train = 100\n[[defense]]\n'
+                    'kind = "dpsgd"\nmodel = "mlp"\nmodel_options = { hidden = 1000000000 }\nbatch_size = 4\n')
+    assert "hidden must be a list of layer widths" in _one_line_error(capsys, ["check", str(path)])
+
+
+def test_a_second_campaign_run_into_a_folder_keeps_the_first_ones_file(results, tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(results, folder)
+    first = (folder / "campaign.toml").read_text()
+    second = tmp_path / "second.toml"
+    second.write_text(first.replace("rounds = 2", "rounds = 3"))
+    assert main(["run", str(second), "--out", str(folder), "--quiet"]) == 0
+    assert "kept as campaign.1.toml" in capsys.readouterr().out
+    assert (folder / "campaign.1.toml").read_text() == first
+    assert (folder / "campaign.toml").read_text() == second.read_text()
+
+
+def test_check_with_download_true_creates_nothing_and_reaches_no_network(tmp_path, capsys, monkeypatch):
+    import socket
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("privaudit check reached for the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    root = tmp_path / "mnist-here"
+    path = tmp_path / "c.toml"
+    path.write_text(f'[campaign]\nname = "c"\n[data]\ndataset = "mnist"\ndata_root = "{root}"\ndownload = true\n'
+                    '[[defense]]\nkind = "dpsgd"\n')
+    err = _one_line_error(capsys, ["check", str(path)])
+    assert "a run downloads it" in err and not root.exists()
+
+
+def test_mnist_files_with_a_label_outside_the_classes_fail_check_in_one_line(tmp_path, capsys):
+    import struct
+
+    import numpy as np
+
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for prefix, count in (("train", 20), ("t10k", 10)):
+        images = np.zeros((count, 28, 28), dtype=np.uint8)
+        labels = np.arange(count, dtype=np.uint8) % 10
+        labels[3] = 200
+        (raw / f"{prefix}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 2051, count, 28, 28) + images.tobytes())
+        (raw / f"{prefix}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 2049, count) + labels.tobytes())
+    path = tmp_path / "c.toml"
+    path.write_text(f'[campaign]\nname = "c"\n[data]\ndataset = "mnist"\ndata_root = "{tmp_path}"\n'
+                    '[[defense]]\nkind = "dpsgd"\nbatch_size = 2\n')
+    err = _one_line_error(capsys, ["check", str(path)])
+    assert "label 200 outside the 10 classes" in err

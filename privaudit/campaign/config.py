@@ -83,12 +83,26 @@ def one_of(options, what: str) -> Any:
 
 
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _printable(value: str | None, allowed: str = "") -> str | None:
+    """A text the suite prints (a label, a description) without control characters: an escape
+    sequence in a label would reach the terminal raw and could rewrite what it shows."""
+    found = None if value is None else next((c for c in _CONTROL.findall(value) if c not in allowed), None)
+    if found is not None:
+        raise ValueError(f"contains the control character {found!r}: labels and descriptions are printed text")
+    return value
+
+
+Label = Annotated[str | None, AfterValidator(_printable)]
+"""A table's label: printed text, one line."""
 
 
 class CampaignInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = "campaign"
-    description: str = ""
+    description: Annotated[str, AfterValidator(lambda value: _printable(value, "\n\t"))] = ""
     seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(default_factory=lambda: [0], min_length=1)
 
     @field_validator("name")
@@ -157,7 +171,7 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     kind: Annotated[str, AfterValidator(_defense_name)]
     _origin: str = PrivateAttr("")
-    label: str | None = None
+    label: Label = None
     topology: one_of(TOPOLOGIES, "topology") = "ring"
     agents: Annotated[int, AfterValidator(within("agents"))] = Field(8, ge=2)
     mixing: one_of(MIXING_RULES, "mixing rule") = "metropolis"
@@ -266,7 +280,7 @@ class ThreatConfig(_HearsLinks):
     the victim, and the label."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    label: str | None = None
+    label: Label = None
     defense: list[str] | None = None
     threat: one_of(THREATS, "threat model") = "global_listener"
     observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
@@ -469,7 +483,7 @@ class AuditConfig(_HearsLinks):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: one_of(AUDIT_KINDS, "audit kind")
-    label: str | None = None
+    label: Label = None
     confidence: float = Field(0.95, gt=0, lt=1)
     delta: float | None = Field(None, ge=0, lt=1)
     mechanism: one_of(MECHANISMS, "mechanism") | None = None

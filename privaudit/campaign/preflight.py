@@ -15,6 +15,7 @@ from pathlib import Path
 from privaudit.campaign.cells import expand_all
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.jobs import AuditJob, TrainingJob, plan_jobs
+from privaudit.data import downloads_refused
 from privaudit.results import ResultsStore
 
 KINDS = ("training", "attack", "membership", "audit")
@@ -67,7 +68,8 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     in one line on the first problem) and say what it would run."""
     out = Path(out)
     finished = set() if force else {row["cell"] for row in ResultsStore(out).read().rows}
-    jobs, _ = plan_jobs(campaign, finished)
+    with downloads_refused():
+        jobs, _ = plan_jobs(campaign, finished)
     cells, attacks, memberships, audits = expand_all(campaign)
     defenses = [f"{table.name} ({table.kind}" + (f", {table.combinations} runs" if table.combinations > 1 else "")
                 + ")" for table in campaign.defense]

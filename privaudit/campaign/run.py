@@ -44,7 +44,9 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
         if reading.skipped:
             say(f"warning: {reading.summary()}; their cells run again")
         jobs, total = plan_jobs(campaign, set() if force else {row["cell"] for row in reading.rows})
-        store.write_campaign(text)
+        kept = store.write_campaign(text)
+        if kept is not None:
+            say(f"warning: {store.directory} held another campaign's file; it is kept as {kept} beside its rows")
         _run_jobs(jobs, total, store, executor, progress, say)
     return store
 
