@@ -249,3 +249,16 @@ def test_mnist_files_with_a_label_outside_the_classes_fail_check_in_one_line(tmp
                     '[[defense]]\nkind = "dpsgd"\nbatch_size = 2\n')
     err = _one_line_error(capsys, ["check", str(path)])
     assert "label 200 outside the 10 classes" in err
+
+
+# 9. Finite extremes in a mechanism audit
+
+
+@pytest.mark.parametrize("mechanism, param", [("laplace", "eps=1e300"), ("gaussian", "sigma=1e-300"),
+                                              ("gaussian", "sigma=1e300"), ("rr", "eps=1e5"),
+                                              ("dpdl_cross_gradient", "sigma=1e-300"),
+                                              ("lt_admm_round", "sigma_e=1e-300"),
+                                              ("tvss_state", "sigma_scale=1e-300")])
+def test_a_mechanism_audit_at_a_finite_extreme_is_one_line(capsys, mechanism, param):
+    err = _one_line_error(capsys, ["audit", mechanism, "--param", param, "--samples", "2000"])
+    assert "overflows" in err and param.split("=")[0] in err

@@ -356,7 +356,20 @@ def audit(name: str, params: dict[str, Any] | None = None, *, adjacency: str = "
           seed: int = 0, test: TestKind = "auto") -> AuditReport:
     """Audit mechanism `name`: search the adjacency's candidate pairs, bound ε at `delta` and δ at
     the claim's ε (0 without one) at `confidence` from `samples` fresh observations per input
-    (`default_samples` when None), and judge the claim. ConfigError (one line) on bad input."""
+    (`default_samples` when None), and judge the claim. ConfigError (one line) on bad input,
+    finite extremes included: a parameter whose noise scale or privacy loss is not representable
+    in floating point (ε = 1e300, σ = 1e-300) overflows somewhere in the claim, the accountant or
+    the sampler, and is refused as the input it is."""
+    try:
+        return _audit(name, params, adjacency, dim, releases, samples, confidence, delta, seed, test)
+    except (OverflowError, ZeroDivisionError) as error:
+        given = ", ".join(f"{key} = {value}" for key, value in (params or {}).items()) or "its defaults"
+        raise ConfigError(f"mechanism '{name}' with {given}: its arithmetic overflows ({error}); choose parameters "
+                          "whose noise scale and privacy loss are representable numbers") from None
+
+
+def _audit(name: str, params: dict[str, Any] | None, adjacency: str, dim: int, releases: int, samples: int | None,
+           confidence: float, delta: float, seed: int, test: TestKind) -> AuditReport:
     start = time.perf_counter()
     mechanism = build(name, params)
     if adjacency not in NORMS:
