@@ -40,3 +40,14 @@ def tiny_setup(n_agents: int = 3, *, topology: str = "complete", samples: int = 
     shards = [np.arange(i * samples, (i + 1) * samples) for i in range(n_agents)]
     return Setup(Topology.build(topology, n_agents), FlatModel(module), "logreg", data,
                  LocalData(x, y, shards), torch.Generator().manual_seed(seed + 1), seed)
+
+
+def one_line_error(capsys, argv: list[str]) -> str:
+    """Run the CLI; assert it failed with one `privaudit: error:` line (exit 2) and no traceback."""
+    from privaudit.cli import main
+
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("privaudit: error: ") and "Traceback" not in err
+    return err

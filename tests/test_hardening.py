@@ -22,7 +22,7 @@ from privaudit.results import ResultsStore
 from privaudit.topology import Topology
 from privaudit.wire import Eavesdropper, Kind, PublicKnowledge, Transcript, Wire
 from reports.html import render_report
-from tests.helpers import small_campaign
+from tests.helpers import one_line_error, small_campaign
 
 TINY = """
 [campaign]
@@ -39,13 +39,7 @@ batch_size = 8
 """
 
 
-def _one_line_error(capsys, argv: list[str]) -> str:
-    """Run the CLI; assert it failed with one `privaudit: error:` line and no traceback."""
-    code = main(argv)
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert len(err.splitlines()) == 1 and err.startswith("privaudit: error: ") and "Traceback" not in err
-    return err
+_one_line_error = one_line_error
 
 
 def _campaign_error(tmp_path, capsys, body: str) -> str:

@@ -7,14 +7,10 @@ import os
 import pytest
 
 from privaudit.cli import main
+from tests.helpers import one_line_error
 
 
-def _one_line_error(capsys, argv: list[str]) -> str:
-    code = main(argv)
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert len(err.splitlines()) == 1 and err.startswith("privaudit: error: ") and "Traceback" not in err
-    return err
+_one_line_error = one_line_error
 
 
 # 1. The campaign's name picks the output folder when --out is absent
