@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from privaudit import __version__, threads
-from privaudit.errors import PrivauditError, UsageError
+from privaudit.errors import PrivauditError, UsageError, printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -346,10 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         threads.apply(args.threads)
         return args.handler(args)
     except PrivauditError as error:
-        # one line, whatever the input put in it: control characters (an escape sequence in a
-        # file name or value) are shown escaped, never sent to the terminal
-        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in str(error))
-        print(f"privaudit: error: {text}", file=sys.stderr)
+        print(f"privaudit: error: {printable(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("privaudit: interrupted; finished cells are kept and a re-run resumes", file=sys.stderr)

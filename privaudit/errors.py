@@ -28,3 +28,9 @@ class DataError(PrivauditError):
 
 class UsageError(PrivauditError):
     """A command-line argument is missing or malformed (`--dim abc`); the message names it."""
+
+
+def printable(text: str) -> str:
+    """`text` with every control character shown escaped (`\\x1b`), as errors are printed: an
+    escape sequence in a file name or value never reaches the terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)

@@ -25,7 +25,7 @@ from privaudit.campaign.config import (AUDIT_KINDS, CANARY_METHODS, MEMBERSHIP_T
                                        load_campaign)
 from privaudit.cli import main
 from privaudit.data import DATASETS, PARTITIONS
-from privaudit.errors import ConfigError
+from privaudit.errors import ConfigError, printable
 from privaudit.models import MODELS
 from privaudit.synthetic import SYNTHETIC
 from privaudit.threats import THREATS
@@ -183,7 +183,7 @@ def _parses_or_fails_in_one_line(path, capsys) -> None:
         assert str(error) and "\n" not in str(error)
         assert main(["claims", str(path)]) == 2
         err = capsys.readouterr().err
-        assert err == f"privaudit: error: {error}\n"
+        assert err == f"privaudit: error: {printable(str(error))}\n"
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

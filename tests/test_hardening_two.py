@@ -258,3 +258,26 @@ def test_mnist_files_with_a_label_outside_the_classes_fail_check_in_one_line(tmp
 def test_a_mechanism_audit_at_a_finite_extreme_is_one_line(capsys, mechanism, param):
     err = _one_line_error(capsys, ["audit", mechanism, "--param", param, "--samples", "2000"])
     assert "overflows" in err and param.split("=")[0] in err
+
+
+# 9. Finite extremes in a claim
+
+
+@pytest.mark.parametrize("table", [
+    'kind = "dp_dpsgd"\nnoise_multiplier = 1e-300\nbatch_size = 8',
+    'kind = "dp_dpsgd"\nnoise_multiplier = 1e300\nbatch_size = 8',
+    'kind = "lt_admm_dp"\nsigma_e = 1e-300\nbatch_size = 8',
+    'kind = "tvss_output"\nsigma_scale = 1e-300\nmodel = "linear_estimator"',
+])
+def test_claims_at_a_finite_extreme_are_a_table_or_one_line(tmp_path, capsys, table):
+    data = ('dataset = "estimation_wz"\nsamples_per_agent = 20' if "tvss" in table
+            else 'dataset = "digits"\nmax_train = 200')
+    path = tmp_path / "c.toml"
+    path.write_text(f'[campaign]\nname = "c"\n[data]\n{data}\n[[defense]]\n{table}\nrounds = 2\n')
+    code = main(["claims", str(path)])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    if code == 2:
+        assert len(captured.err.strip().splitlines()) == 1 and "claim cannot be computed" in captured.err
+    else:
+        assert code == 0 and captured.out

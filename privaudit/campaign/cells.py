@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from defenses.base import Defense, DefenseParams
+from privaudit.accounting import Claim
 from privaudit.campaign.config import AttackConfig, AuditConfig, Campaign, DataConfig, MembershipConfig, RunConfig
 from privaudit.data import load_dataset, partition
 from privaudit.errors import ConfigError
@@ -310,6 +311,17 @@ def build_defense(cell: Cell) -> Defense:
         raise ConfigError(f"{cell.where}: {error}") from None
 
 
+def cell_claim(cell: Cell, defense: Defense) -> Claim:
+    """The defense's claim for the cell's run; a parameter beyond what its accountant evaluates
+    (noise_multiplier = 1e-300 overflows the RDP accountant) is a one-line ConfigError naming the
+    cell, not an arithmetic traceback."""
+    try:
+        return defense.claim(cell.run.rounds)
+    except (OverflowError, ZeroDivisionError, FloatingPointError) as error:
+        raise ConfigError(f"{cell.where}: its claim cannot be computed ({error or type(error).__name__}): a parameter "
+                          "is beyond what the accountant evaluates") from None
+
+
 def claims(campaign: Campaign) -> list[dict[str, Any]]:
     """The claim of every run of the campaign (one per table and grid combination, at the first
     seed: a claim depends on the run's parameters, not on its random draws), without training."""
@@ -319,5 +331,5 @@ def claims(campaign: Campaign) -> list[dict[str, Any]]:
         if (cell.index, cell.label) in seen:
             continue
         seen.add((cell.index, cell.label))
-        rows.append({"label": cell.label, **build_defense(cell).claim(cell.run.rounds).as_dict()})
+        rows.append({"label": cell.label, **cell_claim(cell, build_defense(cell)).as_dict()})
     return rows

@@ -18,7 +18,7 @@ from attacks.views import noise
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
-from privaudit.campaign.cells import AttackCell, AuditCell, Cell, MembershipCell, build_defense, expand_all
+from privaudit.campaign.cells import AttackCell, AuditCell, Cell, MembershipCell, build_defense, cell_claim, expand_all
 from privaudit.campaign.coalition_findings import coalition_findings, coalition_headline, coalition_row, plan_coalition
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.inversion_findings import (
@@ -67,7 +67,7 @@ def training_row(cell: Cell, defense: Defense, metrics: dict[str, float], histor
         "seed": cell.seed,
         "config": cell.describe(),
         "metrics": metrics,
-        "claim": defense.claim(cell.run.rounds).as_dict(),
+        "claim": cell_claim(cell, defense).as_dict(),
         "noise": None if noise(cell.run.kind) is None else noise(cell.run.kind).as_dict(),
         "history": history,
         "messages": messages,
