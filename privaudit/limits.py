@@ -44,6 +44,9 @@ LIMITS = {
     "records": Limit("PRIVAUDIT_MAX_RECORDS", 10_000_000, "records generated per agent"),
     "samples": Limit("PRIVAUDIT_MAX_SAMPLES", 100_000_000, "values a mechanism audit samples per input "
                      "(dim × releases × samples)"),
+    "steps": Limit("PRIVAUDIT_MAX_STEPS", 10_000, "steps one mechanism composes or schedules (LT-ADMM-DP's "
+                   "local steps τ, the Wang & Zhang iteration k; the accountants' arrays grow with them: "
+                   "τ = 1e9 asked for 16 GB)"),
 }
 
 

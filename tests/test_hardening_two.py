@@ -281,3 +281,21 @@ def test_claims_at_a_finite_extreme_are_a_table_or_one_line(tmp_path, capsys, ta
         assert len(captured.err.strip().splitlines()) == 1 and "claim cannot be computed" in captured.err
     else:
         assert code == 0 and captured.out
+
+
+# 6. Bounded work: a mechanism's steps
+
+
+@pytest.mark.parametrize("mechanism, param", [("tvss_gradient", "k"), ("lt_admm_round", "tau")])
+def test_a_mechanism_with_a_billion_steps_is_refused_on_the_command_line_and_in_a_campaign(
+        tmp_path, capsys, monkeypatch, mechanism, param):
+    err = _one_line_error(capsys, ["audit", mechanism, "--param", f"{param}=1000000000"])
+    assert "exceeds the limit" in err and "PRIVAUDIT_MAX_STEPS" in err
+    path = tmp_path / "c.toml"
+    path.write_text(f'[campaign]\nname = "c"\n[[defense]]\nkind = "dpsgd"\n[[audit]]\nkind = "mechanism"\n'
+                    f'mechanism = "{mechanism}"\nparams = {{ {param} = 1000000000 }}\n')
+    assert "PRIVAUDIT_MAX_STEPS" in _one_line_error(capsys, ["check", str(path)])
+    monkeypatch.setenv("PRIVAUDIT_MAX_STEPS", "2000000000")
+    from privaudit.campaign.config import load_campaign
+
+    assert load_campaign(path).audit[0].params[param] == 1000000000  # the limit is lifted as the error says

@@ -14,11 +14,11 @@ from __future__ import annotations
 import functools
 import math
 from abc import abstractmethod
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 import dp_accounting
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 from scipy.stats import binom
 
 from attacks.audit.mechanisms.adjacency import Pair, Setting, l1_reach, l2_reach
@@ -30,6 +30,7 @@ from attacks.audit.mechanisms.location import (GaussianLocation, _laplace_factor
 from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, Claim, Neighbours,
                                   without_replacement_delta, without_replacement_epsilon)
 from privaudit.errors import ConfigError
+from privaudit.limits import within
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,7 +98,7 @@ class CrossGradient(GaussianLocation):
 class RoundParams(MechanismParams):
     sigma_e: float = Field(0.5, gt=0, description="std σ_e of the noise added to each clipped gradient")
     zeta: float = Field(1.0, gt=0, description="smooth clipping threshold ζ of the batch mean")
-    tau: int = Field(4, ge=1, description="local steps τ per round")
+    tau: Annotated[int, AfterValidator(within("steps"))] = Field(4, ge=1, description="local steps τ per round")
     batch_size: int = Field(8, ge=1, description="|B_i|, drawn without replacement at every step")
     samples: int = Field(1000, ge=1, description="m_i, the agent's local dataset size")
     gamma: float = Field(0.1, gt=0, description="local step size γ; the release is γ Σ_t g_i(φ^t)")
@@ -241,7 +242,8 @@ class GradientParams(_ScheduleParams):
     beta: float = Field(0.5, gt=0, le=1, description="β: decay of the consensus weight β_k")
     gamma: float = Field(1.2, ge=0, description="γ: growth of the sample size γ_k")
     eta: float = Field(0.1, ge=0, description="η: growth of the Laplace scale σ_k")
-    k: int = Field(1, ge=1, description="the iteration whose noisy gradient is released (Theorem 5 sums k ≥ 1)")
+    k: Annotated[int, AfterValidator(within("steps"))] = Field(
+        1, ge=1, description="the iteration whose noisy gradient is released (Theorem 5 sums k ≥ 1)")
 
 
 class _NoisyRelease(Mechanism):
