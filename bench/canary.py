@@ -36,7 +36,7 @@ import time
 
 import torch
 
-from attacks.audit.canary_audit import audit_game, one_run_game, ratio, scores, worlds_per_run
+from attacks.audit.canary_audit import Game, audit_game, one_run_game, ratio, scores, worlds_per_run
 from privaudit.campaign.audit_findings import game_for_table
 
 DATA = {"dataset": "digits", "max_train": 200}
@@ -125,7 +125,7 @@ def bare_runs_per_second(worlds: int, rounds: int, agents: int = 4, records: int
     return worlds / best
 
 
-def autograd_game(game):
+def autograd_game(game: Game) -> Game:
     """The game with the model computing every gradient by autograd (the path before the closed forms)."""
     return dataclasses.replace(game, setup=dataclasses.replace(game.setup, model=game.setup.model.without_closed_forms()))
 

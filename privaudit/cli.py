@@ -180,7 +180,6 @@ def _claims(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from privaudit.errors import PrivauditError
     from privaudit.results import output_file, write_atomic
     from reports.html import render_report
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.errors import PrivauditError
-from privaudit.files import read_regular
+from privaudit.files import CAMPAIGN_BYTES, read_regular
 
 RESULTS_FILE = "results.jsonl"
 RESULTS_BYTES = 2**30
@@ -215,7 +215,7 @@ class ResultsStore:
         target = self.directory / CAMPAIGN_FILE
         kept = None
         try:
-            earlier = read_regular(target, 2**30, "kept campaign", follow=False)
+            earlier = read_regular(target, CAMPAIGN_BYTES, "kept campaign", follow=False)
         except FileNotFoundError:
             earlier = None
         if earlier is not None and earlier != text.encode():

@@ -89,12 +89,12 @@ class Tap(ABC):
     def wants_round(self, round: int) -> bool:
         return self.rounds is None or round in self.rounds
 
+    def wants_kind(self, round: int, kind: Kind) -> bool:
+        """Whether this tap records messages of `kind` at `round` (from whoever it hears)."""
+        return self.wants_round(round) and (self.kinds is None or kind in self.kinds)
+
     def wants(self, round: int, sender: int, receiver: int | None, kind: Kind, topology: Topology) -> bool:
-        return (
-            self.wants_round(round)
-            and (self.kinds is None or kind in self.kinds)
-            and self.hears(sender, receiver, topology)
-        )
+        return self.wants_kind(round, kind) and self.hears(sender, receiver, topology)
 
     @abstractmethod
     def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
@@ -118,7 +118,7 @@ class Tap(ABC):
 
     def hear_each(self, round: int, kind: Kind, payloads: Tensor, topology: Topology) -> None:
         """Record what this tap hears of every agent i broadcasting `payloads[i]` (`Wire.broadcast_each`)."""
-        if not self.wants_round(round) or (self.kinds is not None and kind not in self.kinds):
+        if not self.wants_kind(round, kind):
             return
         for sender in range(topology.n):
             if self.hears(sender, None, topology):

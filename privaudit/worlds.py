@@ -70,7 +70,7 @@ class Replicated(Tap):
         self.base.check(self.network)
 
     def hear_each(self, round: int, kind: Kind, payloads: Tensor, topology: Topology) -> None:
-        if not self.wants_round(round) or (self.kinds is not None and kind not in self.kinds):
+        if not self.wants_kind(round, kind):
             return
         senders = [i for i in range(self.size) if self.base.hears(i, None, self.network)]
         if senders:
@@ -80,7 +80,7 @@ class Replicated(Tap):
 
     def hear_sends(self, round: int, kind: Kind, links: Sequence[tuple[int, int]], payloads: Tensor,
                    topology: Topology) -> None:
-        if not self.wants_round(round) or (self.kinds is not None and kind not in self.kinds):
+        if not self.wants_kind(round, kind):
             return
         heard = self._heard_links(links)
         if heard:

@@ -88,7 +88,7 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(command):
 # 4. The lock: never written through a link; deleting `.lock` does not release it
 
 
-def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path, capsys):
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path):
     from privaudit.errors import PrivauditError
     from privaudit.results import ResultsStore
 

@@ -75,10 +75,11 @@ STATE_BYTES = 16 * 2**20
 """What one simulation's per-round values may take: worlds per simulation are as many as fit (at
 most `MAX_WORLDS`), one world counting a model-sized row per agent and per directed link (the
 cross-gradients of DPDL, the bridges of LT-ADMM), a model without closed-form gradients
-`AUTOGRAD_FACTOR` times that (its per-sample gradients are formed). Measured, one thread, closed
-forms: DP-D-PSGD (4 agents, logreg) 623 runs/s at 256 worlds, 615 at 512, 654 at 1024, 559 at
-2048, 287 at 4096 (past the caches); the demo's DPDL (complete graph of 10, logreg) 200 runs in
-8.4 s at 25 worlds, 5.6 at 50, 6.3 at 100, 10.1 at 200."""
+`AUTOGRAD_FACTOR` times that (its per-sample gradients are formed). Measured at the end of issue
+25's work, one thread, load 0.2: DP-D-PSGD (`bench/canary.py`'s set-up) 804 runs/s at 128 worlds,
+859 at 256, 865 at 403 (chosen here), 822 at 1024, 784 at 2048; the demo's DPDL canary audit (200
+runs per side, set-up included) 7.6 s at 16 worlds, 8.3 at 32, 9.3 at 64 (chosen here), 8.9 at 128:
+for DPDL this model overcounts what fits."""
 
 MAX_WORLDS = 1024
 AUTOGRAD_FACTOR = 16
