@@ -40,6 +40,7 @@ from attacks.audit.canary_audit import Game, audit_game, one_run_game, ratio, sc
 from privaudit.campaign.audit_findings import game_for_table
 
 DATA = {"dataset": "digits", "max_train": 200}
+CPU = torch.device("cpu")
 
 
 def table(kind: str, rounds: int, sigma: float | None) -> dict:
@@ -48,12 +49,14 @@ def table(kind: str, rounds: int, sigma: float | None) -> dict:
     return base if sigma is None else base | {"clip": 1.0, "noise_multiplier": sigma, "delta": 1e-5}
 
 
-def runs_per_second(game, runs: int, worlds: int) -> float:
-    """Runs per second of the audit's simulation and scoring, `worlds` worlds per simulation, after
-    one untimed simulation (the first call of a path loads and compiles what it uses)."""
-    scores(game, min(runs, worlds), True, seed=98, side=0, worlds=worlds)
+def runs_per_second(game, runs: int, worlds: int, device: torch.device = CPU) -> float:
+    """Runs per second of the audit's simulation and scoring, `worlds` worlds per simulation on
+    `device`, after one untimed simulation (the first call of a path loads and compiles what it uses)."""
+    scores(game, min(runs, worlds), True, seed=98, side=0, worlds=worlds, device=device)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
     start = time.perf_counter()
-    scores(game, runs, True, seed=99, side=0, worlds=worlds)
+    scores(game, runs, True, seed=99, side=0, worlds=worlds, device=device)
     return runs / (time.perf_counter() - start)
 
 
@@ -148,10 +151,16 @@ def speed(args: argparse.Namespace) -> None:
     tried = ", ".join(f"{size} worlds {rate:.0f}" for size, rate in limits.items())
     print(f"measured limit of this machine for the same arithmetic as bare tensor operations: {limit:.0f} runs per "
           f"second ({best} worlds at once; {tried}); the batched audit runs at {after / limit:.1%} of it")
+    record = {"runs_per_second_before": before, "runs_per_second_one_world": one_world,
+              "runs_per_second_after": after, "runs_per_second_limit": limit, "worlds_per_simulation": worlds}
+    if torch.cuda.is_available():
+        cuda = torch.device("cuda")
+        on_gpu = worlds_per_run(game, cuda)
+        record["runs_per_second_cuda"] = runs_per_second(game, 4 * on_gpu, worlds=on_gpu, device=cuda)
+        print(f"on {torch.cuda.get_device_name()}: {record['runs_per_second_cuda']:.0f} runs per second ({on_gpu} worlds "
+              f"per simulation), {record['runs_per_second_cuda'] / before:.0f}× the one-world CPU path (before)")
     if args.json:
-        print(json.dumps({"runs_per_second_before": before, "runs_per_second_one_world": one_world,
-                          "runs_per_second_after": after, "runs_per_second_limit": limit,
-                          "worlds_per_simulation": worlds}))
+        print(json.dumps(record))
 
 
 def repeated(args: argparse.Namespace) -> None:

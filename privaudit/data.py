@@ -10,6 +10,7 @@ score it against the private original.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -96,6 +97,12 @@ class Dataset:
     def shape(self) -> tuple[int, ...]:
         """Shape of one input ((C, H, W) for images), what a model's first layer is built for."""
         return tuple(int(size) for size in self.x_train.shape[1:])
+
+    def to(self, device: torch.device) -> Dataset:
+        """The same split with its tensors on `device`."""
+        return dataclasses.replace(
+            self, x_train=self.x_train.to(device), y_train=self.y_train.to(device), x_test=self.x_test.to(device),
+            y_test=self.y_test.to(device), truth=None if self.truth is None else self.truth.to(device))
 
 
 # Offline sets are centred on mid-grey so that normalised pixels span [-1, 1]; MNIST and CIFAR use

@@ -88,6 +88,18 @@ class FlatModel:
         plain._clipped_sums = None
         return plain
 
+    def to(self, device: torch.device) -> FlatModel:
+        """This model with its module and buffers on `device` (an audit's worlds on a GPU); the
+        module's own loss, penalty and closed forms are taken from the moved module."""
+        moved = copy.copy(self)
+        moved.module = copy.deepcopy(self.module).to(device)
+        moved.buffers = {name: b.detach() for name, b in moved.module.named_buffers()}
+        for name in ("_penalty", "_loss", "_predict", "_sample_gradients", "_clipped_sums"):
+            bound = getattr(self, name)
+            if getattr(bound, "__self__", None) is self.module:
+                setattr(moved, name, getattr(moved.module, bound.__name__))
+        return moved
+
     @property
     def closed_form(self) -> bool:
         """Whether per-sample gradients come in closed form (`sample_gradients`)."""
@@ -101,7 +113,7 @@ class FlatModel:
         if self._clipped_sums is None:
             return None
         sums = self._clipped_sums(self._batched(flats), x, y, mask, bound)
-        out, start = torch.empty(len(flats), self.dim, dtype=flats.dtype), 0
+        out, start = torch.empty(len(flats), self.dim, dtype=flats.dtype, device=flats.device), 0
         for name, numel, shape in zip(self.names, self.numels, self.shapes):
             value = sums[name]
             lead = value.shape[: value.dim() - len(shape)]

@@ -57,6 +57,14 @@ class LocalData:
         tiled.copies = self.copies * copies
         return tiled
 
+    def to(self, device: torch.device) -> LocalData:
+        """The same shards with every tensor on `device`."""
+        moved = LocalData.__new__(LocalData)
+        moved.x, moved.y = self.x.to(device), self.y.to(device)
+        moved.sizes, moved.index, moved.valid = self.sizes.to(device), self.index.to(device), self.valid.to(device)
+        moved.copies = self.copies
+        return moved
+
     def shards(self) -> tuple[Tensor, Tensor]:
         """Every agent's whole shard, padded (x [m, L, ...], y [m, L]; a slot past an agent's size
         holds a meaningless record), for the m = n / copies agents of one copy: agent w·m + i holds
@@ -116,7 +124,7 @@ class LocalData:
         keys = torch.rand(self.index.shape, generator=generator).masked_fill(~self.valid, -1.0)
         positions = keys.topk(width, dim=1).indices
         rows = self.index.gather(1, positions)
-        mask = torch.arange(width)[None, :] < self.sizes.clamp(max=batch_size)[:, None]
+        mask = torch.arange(width, device=self.sizes.device)[None, :] < self.sizes.clamp(max=batch_size)[:, None]
         return self.x[rows], self.y[rows], rows, mask.to(self.x.dtype)
 
     def poisson_mask(self, rates: Tensor, generator: torch.Generator) -> Tensor:

@@ -6,11 +6,13 @@ them needs to know how it was built (a campaign cell, a test, an audit's neighbo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from privaudit import devices
 from privaudit.data import Dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.sampling import LocalData
@@ -32,6 +34,16 @@ class Setup:
     """Local dataset sizes n_i that Poisson sampling rates q_i = B/n_i are computed from; None
     means the actual sizes. Add/remove DP analyses one fixed q per agent, so a neighbouring world
     with a record added (a canary audit) keeps the sizes of the world without it."""
+
+    def to(self, device: torch.device) -> Setup:
+        """This set-up with its model, data and shards on `device` and its random stream a
+        generator there, seeded with the same seed (`privaudit.devices`); itself on the CPU."""
+        if device.type == "cpu":
+            return self
+        return dataclasses.replace(
+            self, model=self.model.to(device), data=self.data.to(device), local=self.local.to(device),
+            generator=devices.generator(device, self.seed),
+            rate_sizes=None if self.rate_sizes is None else self.rate_sizes.to(device))
 
     @property
     def sampling_sizes(self) -> Tensor:

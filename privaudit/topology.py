@@ -269,22 +269,22 @@ class Topology:
         """Spectral gap of W (see the module-level `spectral_gap`)."""
         return spectral_gap(self.network.W)
 
-    def mixing(self, dtype: torch.dtype = torch.float32) -> Tensor:
-        """One network's W as a tensor (cached per dtype: defenses mix every round)."""
-        return _as_tensor(self.network, dtype)
+    def mixing(self, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> Tensor:
+        """One network's W as a tensor (cached per dtype and device: defenses mix every round)."""
+        return _as_tensor(self.network, dtype, torch.device(device))
 
     def mix(self, x: Tensor) -> Tensor:
         """W x for the agents' stacked values x [n, ...] (gossip: Σ_j w_ij x_j for every i)."""
-        return torch.tensordot(self.mixing(x.dtype), x, dims=1)
+        return torch.tensordot(self.mixing(x.dtype, x.device), x, dims=1)
 
     def weights(self, rows: Tensor, cols: Tensor) -> Tensor:
-        """The entries w_{rows[k], cols[k]} of W, float32."""
-        return self.mixing()[rows, cols]
+        """The entries w_{rows[k], cols[k]} of W, float32, on the indices' device."""
+        return self.mixing(device=rows.device)[rows, cols]
 
 
 @functools.lru_cache(maxsize=64)
-def _as_tensor(network: Topology, dtype: torch.dtype) -> Tensor:
-    return torch.tensor(network.W, dtype=dtype)
+def _as_tensor(network: Topology, dtype: torch.dtype, device: torch.device) -> Tensor:
+    return torch.tensor(network.W, dtype=dtype, device=device)
 
 
 class Copies(Topology):
@@ -345,9 +345,9 @@ class Copies(Topology):
     def mix(self, x: Tensor) -> Tensor:
         size = self.network.n
         blocks = x.reshape(self.copies, size, *x.shape[1:])
-        return torch.einsum("ij,wj...->wi...", self.mixing(x.dtype), blocks).reshape(x.shape)
+        return torch.einsum("ij,wj...->wi...", self.mixing(x.dtype, x.device), blocks).reshape(x.shape)
 
     def weights(self, rows: Tensor, cols: Tensor) -> Tensor:
         size = self.network.n
         same = rows // size == cols // size
-        return torch.where(same, self.mixing()[rows % size, cols % size], 0.0)
+        return torch.where(same, self.mixing(device=rows.device)[rows % size, cols % size], 0.0)

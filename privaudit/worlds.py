@@ -11,7 +11,8 @@ copies. The defense's code runs unchanged, so an audit measures the algorithm it
 re-implementation of it; what makes thousands of worlds cheap is that nothing on the way is per
 agent: defenses gossip with `Topology.mix` (the network's W in every copy), broadcast with
 `Wire.broadcast_each`, and the attacker's `Replicated` tap keeps each message once, stacked over
-the worlds, so the extractors read all worlds in one pass.
+the worlds, so the extractors read all worlds in one pass. On a CUDA device (`privaudit.devices`)
+the same program runs there, the tap keeping its payloads on that device.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class Replicated(Tap):
         if senders:
             blocks = payloads.detach().reshape(self.copies, self.size, *payloads.shape[1:])
             for sender in senders:
-                self.messages.append(Message(round, sender, None, kind, blocks[:, sender].to("cpu", copy=True)))
+                self.messages.append(Message(round, sender, None, kind, blocks[:, sender].clone()))
 
     def hear_sends(self, round: int, kind: Kind, links: Sequence[tuple[int, int]], payloads: Tensor,
                    topology: Topology) -> None:
@@ -84,7 +85,7 @@ class Replicated(Tap):
             return
         heard = self._heard_links(links)
         if heard:
-            stacked = payloads.detach()[torch.stack(list(heard.values()))].cpu()  # [links heard, copies, ...]
+            stacked = payloads.detach()[torch.stack(list(heard.values()))]  # [links heard, copies, ...], a copy
             for (sender, receiver), rows in zip(heard, stacked):
                 self.messages.append(Message(round, sender, receiver, kind, rows))
 
@@ -141,7 +142,7 @@ class Replicated(Tap):
         rows) cannot be, and is left out (`one_world`'s transcripts lack it)."""
         if len({tuple(v.shape) for v in values}) > 1:
             return
-        self.disclosures.append(Disclosure(round, agent, name, torch.stack([v.detach().cpu() for v in values])))
+        self.disclosures.append(Disclosure(round, agent, name, torch.stack([v.detach() for v in values])))
 
     def forget(self, before: int) -> None:
         super().forget(before)

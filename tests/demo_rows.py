@@ -7,8 +7,8 @@ is checked against the numbers it must keep.
 
 `make test-browser` checks every demo it runs (CI runs the demo there once, so the check costs no
 second run); `make test-slow` runs it as a test. Rows are matched by cell id, since with several
-workers they arrive in the order they finish. The copy records the torch version and CPU
-capability it was made with: floating-point results of the same code differ across those, so the
+workers they arrive in the order they finish. The copy records the torch version, CPU
+capability and audit device it was made with: floating-point results of the same code differ across those, so the
 comparison runs only where they match. Regenerate
 it when the demo or an algorithm changes on purpose, and say so in the commit.
 """
@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from privaudit import devices
 from privaudit.results import ResultsStore
 
 STORED = Path(__file__).parent / "data" / "demo_rows.json"
@@ -31,7 +32,8 @@ WALL_CLOCK = frozenset({"wall_s", "reference_wall_s", "score_wall_s", "seconds_p
 
 def environment() -> dict[str, str]:
     """What the demo's floating-point numbers depend on besides the code."""
-    return {"torch": torch.__version__, "cpu": torch.backends.cpu.get_cpu_capability()}
+    return {"torch": torch.__version__, "cpu": torch.backends.cpu.get_cpu_capability(),
+            "audit_device": devices.audit_device().type}
 
 
 def comparable(value: Any) -> Any:

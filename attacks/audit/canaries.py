@@ -68,6 +68,12 @@ class PlantedModel(FlatModel):
         self.planted_keys = _keys(inputs)
         self.planted_gradients = gradients
 
+    def to(self, device: torch.device) -> PlantedModel:
+        moved = super().to(device)
+        moved.planted_keys = self.planted_keys.to(device)
+        moved.planted_gradients = self.planted_gradients.to(device)
+        return moved
+
     def loss(self, flat: Tensor, x: Tensor, y: Tensor) -> Tensor:
         output = self.output(flat, x)
         if len(x) == 1:  # one record (per-sample gradients, the hot path): its loss is the batch's
@@ -134,6 +140,11 @@ class Canaries:
     def __len__(self) -> int:
         return len(self.x)
 
+    def to(self, device: torch.device) -> Canaries:
+        """The same canaries with their tensors on `device`."""
+        return dataclasses.replace(self, x=self.x.to(device), y=self.y.to(device), anti_x=self.anti_x.to(device),
+                                   anti_y=self.anti_y.to(device), u=None if self.u is None else self.u.to(device))
+
     def model(self, base: FlatModel) -> FlatModel:
         """The model every world trains: `base`, with the planted gradients of gradient canaries
         (the same model in both worlds; only the data differ)."""
@@ -159,7 +170,7 @@ class Canaries:
     def length(self, model: FlatModel, points: Tensor) -> Tensor:
         """Each canary's gradient length at each point, [R, k]."""
         if self.u is not None:
-            return torch.full((len(points), len(self)), self.norm, dtype=points.dtype)
+            return torch.full((len(points), len(self)), self.norm, dtype=points.dtype, device=points.device)
         return torch.linalg.vector_norm(self._gradients(model, points), dim=-1)
 
 

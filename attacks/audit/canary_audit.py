@@ -13,7 +13,9 @@ Many worlds cheaply: the runs of one side are simulated `worlds` at a time as on
 disjoint copies of the network (`privaudit.worlds`), the defense's own code unchanged; the
 attacker's tap keeps each message once, stacked over the worlds, and the channel reads every
 world in one pass (checked against worlds read alone: `Listener`); it reads each round as it comes
-and its tap forgets what it has read, so long runs keep little in memory.
+and its tap forgets what it has read, so long runs keep little in memory. Where torch sees a CUDA
+device the worlds run there (`privaudit.devices`; tens of thousands per simulation), only the
+scores coming back.
 
 Three kinds of number, never confused:
 
@@ -60,6 +62,7 @@ from attacks.audit.estimates import gdp_estimate
 from attacks.audit.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu
 from defenses import DEFENSES
 from defenses.base import DefenseParams
+from privaudit import devices
 from privaudit.accounting import Claim
 from privaudit.errors import ConfigError
 from privaudit.setup import Setup
@@ -84,7 +87,15 @@ for DPDL this model overcounts what fits."""
 MAX_WORLDS = 1024
 AUTOGRAD_FACTOR = 16
 
+DEVICE_STATE_BYTES = 2 * 2**30
+"""`STATE_BYTES` on a CUDA device: a GPU runs a simulation's worlds in parallel, and has the
+memory for tens of thousands of small ones (at most `MAX_DEVICE_WORLDS`)."""
+
+MAX_DEVICE_WORLDS = 65536
+
 _MIN_RUNS = 8
+
+CPU = torch.device("cpu")
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,10 @@ class Game:
     @property
     def statistic(self) -> str:
         return "projection" if self.law_free is not None else "law"
+
+    def to(self, device: torch.device) -> Game:
+        """This game with its set-up and canaries on `device` (what the attacker reads them with)."""
+        return dataclasses.replace(self, setup=self.setup.to(device), canaries=self.canaries.to(device))
 
 
 STATISTICS = {
@@ -350,37 +365,42 @@ def _agree(stacked: list[Reading], alone: list[Reading], world: int) -> bool:
                for s, a in zip(stacked, alone) for name in ("vectors", "points", "gain"))
 
 
-def play(game: Game, present: Tensor, seed: int, copies: int, reading: str = "check") -> Listener:
-    """One simulation of `copies` worlds (canaries where `present`) and its attacker, who has
-    scored every world when it returns. `reading`: "check" (stacked, checked each round against
-    worlds read alone), "stacked" (stacked, as a checked simulation of the same game ended), or
-    "alone" (world by world, as one ended)."""
-    setup = world(game, present, seed, copies)
-    defense = DEFENSES[game.kind](game.params, setup)
-    tap = Replicated(game.tap, game.setup.topology, copies)
-    listener = Listener(game, tap, copies, stacked=reading != "alone", check=reading == "check")
-    simulate(defense, game.rounds, taps=[tap], after_round=listener.after_round, evaluation=False)
+def play(game: Game, present: Tensor, seed: int, copies: int, reading: str = "check",
+         device: torch.device = CPU) -> Listener:
+    """One simulation of `copies` worlds (canaries where `present`) on `device` and its attacker,
+    who has scored every world when it returns (its tensors on `device`). `reading`: "check"
+    (stacked, checked each round against worlds read alone), "stacked" (stacked, as a checked
+    simulation of the same game ended), or "alone" (world by world, as one ended)."""
+    setup = world(game, present, seed, copies).to(device)
+    with devices.on(device):
+        defense = DEFENSES[game.kind](game.params, setup)
+        tap = Replicated(game.tap, game.setup.topology, copies)
+        listener = Listener(game if device.type == "cpu" else game.to(device), tap, copies,
+                            stacked=reading != "alone", check=reading == "check")
+        simulate(defense, game.rounds, taps=[tap], after_round=listener.after_round, evaluation=False)
     return listener
 
 
-def worlds_per_run(game: Game) -> int:
-    """How many worlds one simulation holds, chosen by memory (`STATE_BYTES`)."""
+def worlds_per_run(game: Game, device: torch.device = CPU) -> int:
+    """How many worlds one simulation holds, chosen by memory (`STATE_BYTES`, on a CUDA device
+    `DEVICE_STATE_BYTES`)."""
     model, network = game.setup.model, game.setup.topology
     rows = network.n + 2 * len(network.edges)
     per_world = rows * model.dim * 4 * (1 if model.closed_form else AUTOGRAD_FACTOR)
-    return int(max(1, min(MAX_WORLDS, STATE_BYTES // per_world)))
+    budget, most = (STATE_BYTES, MAX_WORLDS) if device.type == "cpu" else (DEVICE_STATE_BYTES, MAX_DEVICE_WORLDS)
+    return int(max(1, min(most, budget // per_world)))
 
 
-def _scores_of(game: Game, present: Tensor, seed: int, copies: int,
-               reading: str = "check") -> tuple[np.ndarray, list, np.ndarray, str]:
+def _scores_of(game: Game, present: Tensor, seed: int, copies: int, reading: str = "check",
+               device: torch.device = CPU) -> tuple[np.ndarray, list, np.ndarray, str]:
     """One simulation's scores of the first canary, the laws they were scored with and the
     per-round features [worlds, F], as numpy arrays (tensors returned from worker processes would
     each hold a file descriptor), and how later simulations of the game should read (`play`)."""
-    listener = play(game, present, seed, copies, reading)
-    features = (torch.cat(listener.features, dim=1) if listener.features
+    listener = play(game, present, seed, copies, reading, device)
+    features = (torch.cat(listener.features, dim=1).cpu() if listener.features
                 else torch.zeros((copies, 0), dtype=torch.float64))
-    return (listener.totals[:, 0].numpy(), [(law, shift.numpy()) for law, shift in listener.laws], features.numpy(),
-            "stacked" if listener.stacked else "alone")
+    return (listener.totals[:, 0].cpu().numpy(), [(law, shift.cpu().numpy()) for law, shift in listener.laws],
+            features.numpy(), "stacked" if listener.stacked else "alone")
 
 
 def _one_thread() -> None:
@@ -388,20 +408,24 @@ def _one_thread() -> None:
 
 
 def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: int | None = None,
-           workers: int = 1) -> tuple[np.ndarray, Laws, np.ndarray]:
+           workers: int = 1, device: torch.device | None = None) -> tuple[np.ndarray, Laws, np.ndarray]:
     """`runs` independent scores of one world (canary present when `include`), `worlds` runs per
     simulation, the simulations spread over `workers` processes; simulation c is seeded by (seed,
     side, c), so the two sides of an audit never share a draw, even when both leave the canary out
     (the null audit), and where a simulation runs does not change its numbers. The first
     simulation checks the attacker's stacked reading (`Listener`), the others read as it ended.
-    Returns the scores the laws the attacker scored with and the per-round features of every run
-    [runs, F]."""
-    per = worlds or worlds_per_run(game)
+    The simulations run on `device` (None: `privaudit.devices.audit_device()`); on a CUDA device
+    in this process, whatever `workers` says (one GPU runs the worlds in parallel). Returns the
+    scores, the laws the attacker scored with and the per-round features of every run [runs, F]."""
+    device = device or devices.audit_device()
+    if device.type != "cpu":
+        workers = 1
+    per = worlds or worlds_per_run(game, device)
     chunks = math.ceil(runs / per)
     seeds = [int(s) for s in np.random.SeedSequence([seed, side]).generate_state(chunks)]
     sizes = [min(per, runs - chunk * per) for chunk in range(chunks)]
     present = torch.full((len(game.canaries),), include)
-    first = _scores_of(game, present, seeds[0], sizes[0], "check")
+    first = _scores_of(game, present, seeds[0], sizes[0], "check", device)
     reading = first[3]
     if workers > 1 and chunks > 2:
         context = multiprocessing.get_context("forkserver")
@@ -409,7 +433,8 @@ def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: i
             rest = list(pool.map(_scores_of, itertools.repeat(game), itertools.repeat(present), seeds[1:], sizes[1:],
                                  itertools.repeat(reading)))
     else:
-        rest = [_scores_of(game, present, chunk_seed, size, reading) for chunk_seed, size in zip(seeds[1:], sizes[1:])]
+        rest = [_scores_of(game, present, chunk_seed, size, reading, device)
+                for chunk_seed, size in zip(seeds[1:], sizes[1:])]
     found = [first, *rest]
     widths = {features.shape[1] for _, _, features, _ in found}
     if len(widths) > 1:
@@ -450,9 +475,12 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
     delta = audit_delta(claim, delta)
     if not 0 <= delta < 1:
         raise ConfigError(f"delta must lie in [0, 1), got {delta}")
+    device = devices.audit_device()
     start = time.perf_counter()
-    scores_out, laws, features_out = scores(game, runs, False, seed, side=0, worlds=worlds, workers=workers)
-    scores_in, _, features_in = scores(game, runs, not null, seed, side=1, worlds=worlds, workers=workers)
+    scores_out, laws, features_out = scores(game, runs, False, seed, side=0, worlds=worlds, workers=workers,
+                                            device=device)
+    scores_in, _, features_in = scores(game, runs, not null, seed, side=1, worlds=worlds, workers=workers,
+                                       device=device)
     wall = time.perf_counter() - start
     if game.law_free is not None:
         scores_out, scores_in = projection_scores(features_out, features_in)
@@ -509,8 +537,9 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
                                                  "samples")},
         "scores": {"without": _summary(scores_out), "with": _summary(scores_in)},
         "wall_s": wall,
+        "device": device.type,
         "runs_per_second": 2 * runs / wall,
-        "worlds_per_simulation": worlds or worlds_per_run(game),
+        "worlds_per_simulation": worlds or worlds_per_run(game, device),
     }
 
 
