@@ -5,7 +5,9 @@ A `[[defense]]` table's `kind` is one of
 * a registered name: a shipped defense (`dpsgd`, ...) or one found before;
 * an import path, `kind = "mypkg.module:MyDefense"`: the module is imported (from `sys.path`, and
   from the current directory when it is not found there, as `python -m` would), and the attribute
-  must be a concrete `Defense` subclass with a `name`, a `title` and a `Params` model;
+  must be a concrete `Defense` subclass with a `name`, a `title` and a `Params` model. Importing
+  runs the module's code, so a campaign file lists such modules in `[campaign] imports` and the
+  command needs `--allow-code` (`privaudit.campaign.config.imported_modules`);
 * the name of an entry point in the group `privaudit.defenses` of an installed package, loaded the
   first time that name is not registered. The entry point's name must be the class's `name`:
 
@@ -163,6 +165,8 @@ def _import_once(module: str, where: str) -> ModuleType:
         raise ValueError(f"{where}importing module '{module}' failed: {type(error).__name__}: {error}") from None
     except Exception as error:  # noqa: BLE001 - any failure of user code is reported on one line
         raise ValueError(f"{where}importing module '{module}' failed: {type(error).__name__}: {error}") from None
+    except SystemExit as error:
+        raise ValueError(f"{where}importing module '{module}' failed: it called sys.exit({error.code!r})") from None
 
 
 def _entry_point(name: str) -> metadata.EntryPoint | None:

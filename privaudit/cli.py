@@ -5,6 +5,8 @@
                                                            it ends with the verdict table
     privaudit check [CAMPAIGN.toml] [--out DIR] [--force]  every pre-flight check of `run`, no training:
                                                            a one-paragraph summary, or the one-line error
+    run, check, claims: [--allow-code]                     import the modules a campaign lists in
+                                                           [campaign] imports (their code runs)
     privaudit list [KIND] [--json]                         what a campaign can name: defenses, attacks,
                                                            scenarios, threats, topologies, models, datasets
     privaudit claims [CAMPAIGN.toml] [--json]              each run's claim beside its sound ε
@@ -97,7 +99,7 @@ def _run(args: argparse.Namespace) -> int:
     from reports.summary import summary, summary_table
 
     executor = make_executor(args.backend, args.workers, args.ray_address)
-    campaign, text = read_campaign(args.campaign)
+    campaign, text = read_campaign(args.campaign, allow_code=args.allow_code)
     _warn(campaign.warnings())
     out = Path(args.out) if args.out else Path("results") / campaign.campaign.name
     print(f"campaign '{campaign.campaign.name}': results in {out}")
@@ -113,7 +115,7 @@ def _check(args: argparse.Namespace) -> int:
     from privaudit.campaign.config import read_campaign
     from privaudit.campaign.preflight import preflight
 
-    campaign, _ = read_campaign(args.campaign)
+    campaign, _ = read_campaign(args.campaign, allow_code=args.allow_code)
     found = preflight(campaign, Path(args.out) if args.out else Path("results") / campaign.campaign.name, args.force)
     _warn(found.warnings)
     print(found.summary())
@@ -152,7 +154,7 @@ def _claims(args: argparse.Namespace) -> int:
 
     from privaudit.results import json_safe
 
-    campaign, _ = read_campaign(args.campaign)
+    campaign, _ = read_campaign(args.campaign, allow_code=args.allow_code)
     rows = claims(campaign)
     if args.json:
         print(json.dumps(json_safe(rows), indent=2, allow_nan=False))
@@ -268,13 +270,24 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+def _code() -> argparse.ArgumentParser:
+    """The opt-in of commands that read a campaign: a defense imported by path runs its module."""
+    code = argparse.ArgumentParser(add_help=False)
+    code.add_argument("--allow-code", action="store_true",
+                      help="import the modules the campaign lists in [campaign] imports (kind = 'module:Class'), "
+                      "which runs their code; without it such a campaign is refused. Installed entry points and "
+                      "shipped defenses need no flag")
+    return code
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="privaudit", description="Audit private decentralized learning.")
     parser.add_argument("--version", action="version", version=f"privaudit {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     common = [_common()]
+    reading = [_common(), _code()]
 
-    run = commands.add_parser("run", parents=common, help="run a campaign and write its results and report")
+    run = commands.add_parser("run", parents=reading, help="run a campaign and write its results and report")
     run.add_argument("campaign", nargs="?", help="campaign TOML file (default: the embedded campaigns/demo.toml)")
     run.add_argument("--out", help="results directory (default: results/<campaign name>)")
     run.add_argument("--force", action="store_true", help="recompute cells that already have results")
@@ -287,8 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "instance with --workers CPUs); the results directory must be shared with its nodes")
     run.set_defaults(handler=_run)
 
-    check = commands.add_parser("check", parents=common,
-                                help="every pre-flight check of run, without training: a summary or the error")
+    check = commands.add_parser("check", parents=reading,
+                                help="every pre-flight check of run, without training (with --allow-code, the "
+                                "campaign's own modules are imported, which runs their code): a summary or the error")
     check.add_argument("campaign", nargs="?", help="campaign TOML file (default: the embedded demo)")
     check.add_argument("--out", help="results directory a run would use, to say which cells it would skip "
                        "(default: results/<campaign name>)")
@@ -301,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="one JSON object, by category")
     listing.set_defaults(handler=_list)
 
-    claims = commands.add_parser("claims", parents=common,
+    claims = commands.add_parser("claims", parents=reading,
                                  help="print each run's privacy claim beside its sound ε (no training)")
     claims.add_argument("campaign", nargs="?", help="campaign TOML file (default: the embedded demo)")
     claims.add_argument("--json", action="store_true", help="a JSON list, one object per run")

@@ -44,6 +44,13 @@ LIMITS = {
     "records": Limit("PRIVAUDIT_MAX_RECORDS", 10_000_000, "records generated per agent"),
     "samples": Limit("PRIVAUDIT_MAX_SAMPLES", 100_000_000, "values a mechanism audit samples per input "
                      "(dim × releases × samples)"),
+    "memory": Limit("PRIVAUDIT_MAX_MEMORY_MB", 8192, "megabytes of the largest tensor one run forms (agents × "
+                    "batch × model parameters × 4 bytes: a clipping defense's per-sample gradients; an MLP of 60 "
+                    "layers of 1000 under DP-D-PSGD at batch 32 asked for 32.6 GB)"),
+    "workers": Limit("PRIVAUDIT_MAX_WORKERS", len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                     else os.cpu_count() or 1, "local worker processes (this machine's cores: each worker runs "
+                     "one thread, and more than the cores only share them; 12 workers on 2 cores ran 4× slower "
+                     "than one and used 8.2 GB)"),
     "steps": Limit("PRIVAUDIT_MAX_STEPS", 10_000, "steps one mechanism composes or schedules (LT-ADMM-DP's "
                    "local steps τ, the Wang & Zhang iteration k; the accountants' arrays grow with them: "
                    "τ = 1e9 asked for 16 GB)"),

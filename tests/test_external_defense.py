@@ -42,10 +42,17 @@ def _table(kind: str, **fields) -> dict:
     return {"kind": kind, "agents": 4, "rounds": 3, "eval_every": 3, "batch_size": 1} | fields
 
 
+def _parse(*tables: dict):
+    """A campaign of `tables`, listing the modules they import and allowing their code."""
+    modules = sorted({t["kind"].partition(":")[0] for t in tables if ":" in t["kind"]})
+    return parse_campaign({"campaign": {"imports": modules}, "defense": list(tables)}, allow_code=True)
+
+
 def _error(capsys, tmp_path, kind: str) -> str:
     path = tmp_path / "c.toml"
-    path.write_text(f'[[defense]]\nkind = "{kind}"\n')
-    code = main(["claims", str(path)])
+    imports = f'[campaign]\nimports = ["{kind.partition(":")[0]}"]\n' if ":" in kind else ""
+    path.write_text(f'{imports}[[defense]]\nkind = "{kind}"\n')
+    code = main(["claims", str(path), "--allow-code"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and err.startswith(f"privaudit: error: {path}: defense[0].kind: ")
     return err.split("defense[0].kind: ", 1)[1]
@@ -63,7 +70,7 @@ def test_the_package_imports_no_example():
 
 
 def test_claims_of_the_example(capsys):
-    assert main(["claims", str(EXAMPLE), "--json"]) == 0
+    assert main(["claims", str(EXAMPLE), "--json", "--allow-code"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [(row["defense"], row["eps_claimed"], row["eps_sound"], row["delta"]) for row in rows] == [
         ("laplace_gossip", 6.0, pytest.approx(6.0), 0.0), ("laplace_gossip", 6e6, pytest.approx(6e6), 0.0)]
@@ -72,7 +79,7 @@ def test_claims_of_the_example(capsys):
 
 def test_run_trains_and_attacks_the_example(tmp_path, capsys):
     out = tmp_path / "out"
-    assert main(["run", str(EXAMPLE), "--out", str(out), "--quiet"]) == 0
+    assert main(["run", str(EXAMPLE), "--out", str(out), "--quiet", "--allow-code"]) == 0
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     training = [row for row in rows if row["type"] == "training"]
     attacks = {row["training"]: row for row in rows if row["type"] == "inversion"}
@@ -89,16 +96,16 @@ def test_run_trains_and_attacks_the_example(tmp_path, capsys):
 def test_a_path_an_entry_point_and_a_name_give_the_same_cells(tmp_path, monkeypatch):
     """Whatever names the class, the table's kind is its name, so the cell ids are one; the
     entry point is found only when the name is not registered yet."""
-    by_path = [cell.id for cell in expand(parse_campaign({"defense": [_table(PATH)]}))]
-    by_name = [cell.id for cell in expand(parse_campaign({"defense": [_table("laplace_gossip")]}))]
+    by_path = [cell.id for cell in expand(_parse(_table(PATH)))]
+    by_name = [cell.id for cell in expand(_parse(_table("laplace_gossip")))]
     DEFENSES.pop("laplace_gossip")
     _install(tmp_path, monkeypatch, f"laplace_gossip = {PATH}\nmisnamed = {PATH}\n")
-    by_entry_point = [cell.id for cell in expand(parse_campaign({"defense": [_table("laplace_gossip")]}))]
+    by_entry_point = [cell.id for cell in expand(_parse(_table("laplace_gossip")))]
     assert by_path == by_name == by_entry_point
     DEFENSES.pop("laplace_gossip")
     with pytest.raises(Exception, match="entry point 'misnamed' of group privaudit.defenses loads a defense named "
                                         "'laplace_gossip': the entry point's name must be the class's name"):
-        parse_campaign({"defense": [_table("misnamed")]})
+        _parse(_table("misnamed"))
     assert "laplace_gossip" not in DEFENSES
 
 
@@ -115,7 +122,7 @@ def test_a_worker_that_never_imported_the_defense_imports_it_from_the_path():
     """A worker process unpickles cells whose defense it has not registered: the table carries
     the path the driver found the class at, and building the defense imports it from there (its
     extractor with it)."""
-    cell = expand(parse_campaign({"defense": [_table(PATH)]}))[0]
+    cell = expand(_parse(_table(PATH)))[0]
     shipped = pickle.dumps(cell)
     DEFENSES.pop("laplace_gossip")
     EXTRACTORS.pop(("laplace_gossip", "state_difference"))
@@ -163,7 +170,7 @@ def test_a_module_in_the_current_directory_is_found_off_sys_path(tmp_path, monke
                                               "class Here(LaplaceGossip):\n    name = 'here'\n")
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     monkeypatch.chdir(tmp_path)
-    assert parse_campaign({"defense": [_table("here_defense:Here")]}).defense[0].kind == "here"
+    assert _parse(_table("here_defense:Here")).defense[0].kind == "here"
     assert str(tmp_path) in sys.path
 
 

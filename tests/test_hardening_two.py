@@ -299,3 +299,74 @@ def test_a_mechanism_with_a_billion_steps_is_refused_on_the_command_line_and_in_
     from privaudit.campaign.config import load_campaign
 
     assert load_campaign(path).audit[0].params[param] == 1000000000  # the limit is lifted as the error says
+
+
+# 5. Plugin code runs only when the campaign says so and the user opts in
+
+
+PLUGIN = ("import pathlib\npathlib.Path({marker!r}).write_text('ran')\n"
+          "from examples.laplace_gossip import LaplaceGossip\n\nclass Planted(LaplaceGossip):\n    name = 'planted'\n")
+
+
+def _plugin_campaign(tmp_path, monkeypatch, imports: str) -> tuple:
+    """A module that leaves a marker file when imported, and a campaign naming it by path."""
+    marker = tmp_path / "marker"
+    (tmp_path / "planted_defense.py").write_text(PLUGIN.format(marker=str(marker)))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "c.toml"
+    path.write_text(f'[campaign]\nname = "c"\n{imports}[[defense]]\nkind = "planted_defense:Planted"\n'
+                    'agents = 3\nrounds = 2\neval_every = 2\nbatch_size = 1\n')
+    return path, marker
+
+
+@pytest.mark.parametrize("command", ["run", "check", "claims"])
+@pytest.mark.parametrize("imports, flag, message", [
+    ("", True, "list it in [campaign] imports"),
+    ('imports = ["planted_defense"]\n', False, "pass --allow-code"),
+])
+def test_a_campaign_imports_code_only_when_it_says_so_and_the_user_allows_it(
+        tmp_path, capsys, monkeypatch, command, imports, flag, message):
+    path, marker = _plugin_campaign(tmp_path, monkeypatch, imports)
+    argv = [command, str(path), *(["--allow-code"] if flag else []), *(["--out", str(tmp_path / "o")]
+                                                                       if command != "claims" else [])]
+    err = _one_line_error(capsys, argv)
+    assert message in err and "planted_defense" in err
+    assert not marker.exists() and not (tmp_path / "o").exists()
+
+
+def test_with_both_the_campaigns_own_module_is_imported(tmp_path, capsys, monkeypatch):
+    path, marker = _plugin_campaign(tmp_path, monkeypatch, 'imports = ["planted_defense"]\n')
+    assert main(["check", str(path), "--allow-code", "--out", str(tmp_path / "o")]) == 0
+    assert marker.read_text() == "ran" and "passes every pre-flight check" in capsys.readouterr().out
+
+
+def test_a_plugin_that_exits_at_import_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    (tmp_path / "exiting_defense.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "c.toml"
+    path.write_text('[campaign]\nimports = ["exiting_defense"]\n[[defense]]\nkind = "exiting_defense:D"\n')
+    err = _one_line_error(capsys, ["check", str(path), "--allow-code"])
+    assert "importing module 'exiting_defense' failed: it called sys.exit(0)" in err
+
+
+def test_check_says_that_it_runs_code_only_with_the_flag(capsys):
+    with pytest.raises(SystemExit):
+        main(["check", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--allow-code" in text and "runs their code" in text
+
+
+# 6. Work bounded by memory and by the machine's cores
+
+
+def test_a_model_whose_per_sample_gradients_exceed_the_memory_limit_is_refused_at_check(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('[[defense]]\nkind = "dp_dpsgd"\nagents = 4\nbatch_size = 32\nrounds = 1\nmodel = "mlp"\n'
+                    'model_options = { hidden = [' + ", ".join(["1000"] * 60) + '] }\n')
+    err = _one_line_error(capsys, ["check", str(path), "--out", str(tmp_path / "o")])
+    assert "per-sample gradients" in err and "PRIVAUDIT_MAX_MEMORY_MB" in err and not (tmp_path / "o").exists()
+
+
+def test_more_workers_than_cores_are_refused_with_the_way_to_lift_it(tmp_path, capsys):
+    err = _one_line_error(capsys, ["run", "--workers", "100000", "--out", str(tmp_path / "o"), "--quiet"])
+    assert "--workers" in err and "PRIVAUDIT_MAX_WORKERS" in err and not (tmp_path / "o").exists()

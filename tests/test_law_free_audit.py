@@ -101,7 +101,7 @@ def test_a_third_party_defense_is_refuted_against_the_attacker_who_removes_its_n
     is refuted. Curious neighbour 3 hears every broadcast but no share of agent 0's: its bound
     stays within the claim."""
     monkeypatch.chdir(ROOT)
-    assert main(["run", "examples/share_gossip.toml", "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    assert main(["run", "examples/share_gossip.toml", "--out", str(tmp_path / "out"), "--quiet", "--allow-code"]) == 0
     rows = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
     audits = {row["label"]: row for row in rows if row["type"] == "audit"}
     listener, neighbour = audits["global listener"], audits["curious neighbour 3"]

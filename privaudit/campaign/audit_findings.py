@@ -140,9 +140,12 @@ def game_for_cell(cell: Cell, count: int = 1, **options: Any) -> Game:
 def game_for_table(defense: dict[str, Any], data: dict[str, Any] | None = None, *, seed: int = 0, count: int = 1,
                    **options: Any) -> Game:
     """The canary game of a `[[defense]]` table and a `[data]` table, as a campaign file writes
-    them; every problem is a one-line ConfigError."""
-    campaign = parse_campaign({"campaign": {"name": "canary", "seeds": [seed]}, "data": data or {},
-                               "defense": [defense]})
+    them; every problem is a one-line ConfigError. A kind given by import path is imported: the
+    Python caller names it in its own code."""
+    kind = defense.get("kind")
+    imports = [kind.partition(":")[0].strip()] if isinstance(kind, str) and ":" in kind else []
+    campaign = parse_campaign({"campaign": {"name": "canary", "seeds": [seed], "imports": imports}, "data": data or {},
+                               "defense": [defense]}, allow_code=True)
     cells = expand(campaign)
     if len(cells) != 1:
         raise ConfigError(f"a canary audit runs one configuration; the defense table expands to {len(cells)}")

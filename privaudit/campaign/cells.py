@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -294,14 +295,21 @@ def build_setup(cell: Cell) -> Setup:
 
 
 def _check_model_size(cell: Cell, shape: tuple[int, ...], classes: int) -> None:
-    """ConfigError when the agents' models (agents × parameters) are over the `parameters` limit:
-    the model is built on the meta device first, which allocates nothing, so `model_options = {
-    hidden = [100000000] }` is refused in a second instead of exhausting memory."""
+    """ConfigError when the agents' models (agents × parameters) are over the `parameters` limit,
+    or the per-sample gradients of a batch (agents × batch × parameters × 4 bytes, what a clipping
+    defense forms) over the `memory` limit: the model is built on the meta device first, which
+    allocates nothing, so `model_options = { hidden = [100000000] }` is refused in a second
+    instead of exhausting memory."""
     with torch.device("meta"):
         probe = build_model(cell.run.model, shape, classes, **cell.run.model_options)
     size = sum(parameter.numel() for parameter in probe.parameters())
     require("parameters", cell.run.agents * size,
             f"{cell.where}: agents × model parameters = {cell.run.agents:,} × {size:,}")
+    batch = getattr(cell.params, "batch_size", None)
+    if isinstance(batch, int):
+        megabytes = math.ceil(cell.run.agents * batch * size * 4 / 2**20)
+        require("memory", megabytes, f"{cell.where}: per-sample gradients of agents × batch × model parameters = "
+                f"{cell.run.agents:,} × {batch:,} × {size:,} × 4 bytes = {megabytes:,} MB")
 
 
 def build_defense(cell: Cell) -> Defense:

@@ -104,6 +104,9 @@ class CampaignInfo(BaseModel):
     name: str = "campaign"
     description: Annotated[str, AfterValidator(lambda value: _printable(value, "\n\t"))] = ""
     seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(default_factory=lambda: [0], min_length=1)
+    imports: list[str] = Field(default_factory=list, description="the modules this campaign's defenses are "
+                               "imported from (kind = 'module:Class'): their code runs, so the campaign says so "
+                               "and the command needs --allow-code")
 
     @field_validator("name")
     @classmethod
@@ -724,12 +727,16 @@ def _non_finite(value: Any, loc: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...],
     return None
 
 
-def parse_campaign(raw: dict[str, Any], source: str = "campaign") -> Campaign:
+def parse_campaign(raw: dict[str, Any], source: str = "campaign", *, allow_code: bool = False) -> Campaign:
     """Validate a parsed TOML document; ConfigError with one line on the first bad field. Its
-    size is checked against the limits (`privaudit.limits`) before any table is expanded."""
+    size is checked against the limits (`privaudit.limits`) before any table is expanded. A
+    defense imported by path runs its module's code, so it is imported only when the campaign
+    lists that module in `[campaign] imports` and `allow_code` says the user agreed
+    (`imported_modules`)."""
     found = _non_finite(raw)
     if found:
         raise ConfigError(f"{source}: {_path(found[0])}: must be a finite number, got {found[1]}")
+    imported_modules(raw, source, allow_code)
     try:
         campaign = Campaign.model_validate(raw)
     except ValidationError as error:
@@ -812,19 +819,42 @@ def _read_text(path: Path) -> str:
                           "UTF-8") from None
 
 
-def _parse_text(text: str, source: str) -> Campaign:
+def _parse_text(text: str, source: str, allow_code: bool = False) -> Campaign:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{source}: invalid TOML: {error}") from None
     except RecursionError:
         raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
-    return parse_campaign(raw, source=source)
+    return parse_campaign(raw, source=source, allow_code=allow_code)
 
 
-def load_campaign(path: str | Path) -> Campaign:
-    """Read and validate a campaign file."""
-    return _parse_text(_read_text(Path(path)), str(path))
+def imported_modules(raw: dict[str, Any], source: str, allow_code: bool) -> list[str]:
+    """The modules `raw`'s defense tables import (kind = "module:Class"; a grid cannot vary it);
+    a ConfigError unless each is listed in `[campaign] imports` and `allow_code` is set. A defense
+    from an installed entry point or shipped with privaudit needs neither: installing a package is
+    the consent to its code."""
+    tables = raw.get("defense")
+    kinds = [table.get("kind") for table in (tables if isinstance(tables, list) else []) if isinstance(table, dict)]
+    modules = list(dict.fromkeys(kind.partition(":")[0].strip() for kind in kinds if isinstance(kind, str) and ":" in kind))
+    if not modules:
+        return []
+    info = raw.get("campaign")
+    listed = info.get("imports") if isinstance(info, dict) else None
+    listed = listed if isinstance(listed, list) else []
+    missing = [module for module in modules if module not in listed]
+    if missing:
+        raise ConfigError(f"{source}: a defense kind imports module '{missing[0]}', which runs its code: list it in "
+                          f"[campaign] imports = {[*listed, *missing]!r} and pass --allow-code")
+    if not allow_code:
+        raise ConfigError(f"{source}: this campaign imports code ({', '.join(modules)}, [campaign] imports): read it, "
+                          "then pass --allow-code to run it")
+    return modules
+
+
+def load_campaign(path: str | Path, *, allow_code: bool = False) -> Campaign:
+    """Read and validate a campaign file (`allow_code`: `parse_campaign`)."""
+    return _parse_text(_read_text(Path(path)), str(path), allow_code)
 
 
 DEMO = "demo.toml"
@@ -835,7 +865,8 @@ def embedded_campaign_text(name: str = DEMO) -> str:
     return (resources.files("campaigns") / name).read_text()
 
 
-def read_campaign(path: str | Path | None) -> tuple[Campaign, str]:
-    """The campaign at `path`, or the embedded default when None, with its source text."""
+def read_campaign(path: str | Path | None, *, allow_code: bool = False) -> tuple[Campaign, str]:
+    """The campaign at `path`, or the embedded default when None, with its source text
+    (`allow_code`: `parse_campaign`)."""
     text = embedded_campaign_text() if path is None else _read_text(Path(path))
-    return _parse_text(text, f"campaigns/{DEMO}" if path is None else str(path)), text
+    return _parse_text(text, f"campaigns/{DEMO}" if path is None else str(path), allow_code), text

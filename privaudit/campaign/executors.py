@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.errors import ConfigError, PrivauditError
+from privaudit.limits import exceeded
 
 BACKENDS = ("local", "ray")
 
@@ -192,6 +193,10 @@ def make_executor(backend: str = "local", workers: int = 1, address: str | None 
         raise ConfigError(f"--backend: unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
     if workers < 1:
         raise ConfigError(f"--workers: must be at least 1, got {workers}")
+    if address is None:
+        reason = exceeded("workers", workers)
+        if reason:
+            raise ConfigError(f"--workers: {reason}")
     if backend == "ray":
         return RayExecutor(workers, address)
     if address is not None:
