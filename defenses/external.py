@@ -41,6 +41,7 @@ from importlib import metadata
 from types import ModuleType
 
 from defenses.base import DEFENSES, Defense, DefenseParams
+from privaudit.accounting import Claim
 
 ENTRY_POINTS = "privaudit.defenses"
 """The entry-point group installed packages list their defenses in."""
@@ -81,6 +82,28 @@ def load_installed() -> list[str]:
         except ValueError as error:
             problems.append(f"{name}: {error}")
     return problems
+
+
+def checked_claim(defense: Defense, rounds: int) -> Claim:
+    """`defense.claim(rounds)`, once it is a usable Claim (`Claim.problem`: no ε below 0 or NaN,
+    no δ outside [0, 1]); ValueError naming what is wrong. A defense written elsewhere whose claim
+    raises anything is reported the same way (its code is not ours to trace); a shipped one's
+    exception is a bug of privaudit and propagates, as do arithmetic errors, which callers name."""
+    try:
+        claim = defense.claim(rounds)
+    except (OverflowError, ZeroDivisionError, FloatingPointError):
+        raise
+    except Exception as error:  # noqa: BLE001 - see the docstring
+        if defense.name in SHIPPED:
+            raise
+        raise ValueError(f"the claim of defense '{defense.name}' raised {type(error).__name__}: {error}") from None
+    if not isinstance(claim, Claim):
+        raise ValueError(f"the claim of defense '{defense.name}' is a {type(claim).__name__}, not a "
+                         "privaudit.accounting.Claim")
+    problem = claim.problem()
+    if problem:
+        raise ValueError(f"the claim of defense '{defense.name}' is unusable: {problem}")
+    return claim
 
 
 def origin(cls: type[Defense]) -> str:

@@ -132,6 +132,25 @@ class Claim:
     neighbours: Neighbours | None = None
     constants: tuple[AssumedConstant, ...] = field(default_factory=tuple)
 
+    def problem(self) -> str | None:
+        """What makes this claim unusable, in words, or None: a privacy loss that is not a number
+        ≥ 0 (∞ allowed), a δ outside [0, 1], a text field that is not text. Shipped defenses never
+        trip it; a defense written elsewhere can, and a report must not show δ = 2 as a claim."""
+        for name in ("eps_claimed", "eps_stated", "eps_sound"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                          and value >= 0):
+                return f"{name} = {value!r} is not a privacy loss (a number >= 0, or None)"
+        for name in ("delta", "delta_sound"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                          and 0 <= value <= 1):
+                return f"{name} = {value!r} is not a probability in [0, 1] (or None)"
+        for name in ("defense", "notion", "adjacency", "equation", "sound_method"):
+            if not isinstance(getattr(self, name), str):
+                return f"{name} = {getattr(self, name)!r} is not text"
+        return None
+
     @classmethod
     def no_privacy(cls, defense: str, horizon: int | str | None, equation: str, reason: str) -> Claim:
         """The claim of an algorithm that adds no DP noise: nothing claimed, no sound bound."""

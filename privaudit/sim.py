@@ -98,6 +98,25 @@ class Diverged(RuntimeError):
         self.history = history
 
 
+class BrokenContract(RuntimeError):
+    """A defense whose `states` are not what the engine runs on (a tensor [agents, parameters]):
+    a defense written outside privaudit can break the contract, and the run says how."""
+
+
+def _checked_states(defense: Algorithm, when: str) -> Tensor:
+    """The defense's states, once they are a tensor [agents, model parameters]; BrokenContract
+    naming `when` and what they are otherwise."""
+    states, setup = defense.states, defense.setup
+    expected = (setup.topology.n, setup.model.dim)
+    if not isinstance(states, Tensor):
+        raise BrokenContract(f"{when}: the defense's states are a {type(states).__name__}, not a tensor "
+                             f"[agents, parameters] = {list(expected)}")
+    if tuple(states.shape) != expected:
+        raise BrokenContract(f"{when}: the defense's states have shape {list(states.shape)}, not [agents, "
+                             f"parameters] = {list(expected)}")
+    return states
+
+
 def _non_finite_states(states: Tensor) -> str | None:
     """What is wrong with the agents' states, or None when every entry is finite. Summing first
     keeps the common case to one pass without a temporary the size of the states."""
@@ -142,17 +161,18 @@ def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Ite
     the end; the taps record what their threat models hear. `after_round(t, public)`, when given,
     is called once round t's messages are all sent: an attacker that reads the run as it goes
     (and lets its tap forget what it has read) keeps a long run's memory bounded. `Diverged` when
-    a round leaves a non-finite state or an evaluation a non-finite metric. `evaluation=False`
+    a round leaves a non-finite state or an evaluation a non-finite metric, `BrokenContract` when
+    the states are not a tensor [agents, parameters]. `evaluation=False`
     evaluates nothing (an audit's thousands of worlds are scored by their attacker, not tested)."""
     setup = defense.setup
     public = public_knowledge(defense)
     taps = list(taps)
     wire = Wire(setup.topology, taps)
-    history = [evaluate(setup.model, setup.data, defense.states, 0)] if evaluation else []
+    history = [evaluate(setup.model, setup.data, _checked_states(defense, "before round 0"), 0)] if evaluation else []
     start = time.perf_counter()
     for t in tqdm(range(rounds), desc=label or defense.name, disable=not progress, leave=False):
         defense.step(t, wire)
-        broken = _non_finite_states(defense.states)
+        broken = _non_finite_states(_checked_states(defense, f"after round {t}"))
         if broken:
             raise Diverged(t, broken, history)
         if after_round is not None:

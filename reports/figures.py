@@ -129,6 +129,17 @@ def _tick(x: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+AXIS_RANGE = (1e-100, 1e100)
+"""The values a log axis draws where they are; a value beyond (a claimed ε of 9e307 is finite)
+sits at the axis's edge, labelled, since the axis's own arithmetic (twice the largest value, its
+logarithm) would overflow."""
+
+
+def on_axis(x: float | None) -> float | None:
+    """`x` where a log axis can place it (`AXIS_RANGE`), else None (the edge)."""
+    return x if x is not None and AXIS_RANGE[0] < x < AXIS_RANGE[1] else None
+
+
 Point = tuple[float | None, float, tuple[float, float] | None]
 """A point of a line against a log axis: (x, or None for a run without one; y; error bar or None)."""
 
@@ -141,6 +152,7 @@ def points_on_log_axis(axis: plt.Axes, lines: dict[str, list[Point]], edge_label
     other; the ticks are the points' own x values, labelled where a label has room (a seventh of
     the axis from the one before). `styles` gives a line's matplotlib keywords over the default
     (the next colour, solid, filled markers)."""
+    lines = {label: [(on_axis(x), y, bar) for x, y, bar in points] for label, points in lines.items()}
     finite = sorted({x for points in lines.values() for x, _, _ in points if x is not None})
     missing = any(x is None for points in lines.values() for x, _, _ in points)
     decades = math.log10(finite[-1] / finite[0]) if finite else 0.0
@@ -237,9 +249,10 @@ def epsilon_overview(entries: list[dict[str, Any]]) -> str:
     """The report's first figure: per verdict (one row each), the claimed, stated and sound ε, the
     empirical lower bound and the estimate on one log axis, the verdict written at the right in its
     colour (an analytic finding in its own). A value of 0 sits at the left edge as "0", an infinite
-    one at the right edge as "∞"; a row whose audit bounds δ, not ε, says so."""
+    one at the right edge as "∞", one beyond `AXIS_RANGE` at its edge with its value; a row whose
+    audit bounds δ, not ε, says so."""
     values = [v for entry in entries for key, *_ in _MARKERS
-              if isinstance(v := entry["values"].get(key), float) and 0 < v < math.inf]
+              if isinstance(v := entry["values"].get(key), float) and on_axis(v) is not None]
     low = 10 ** math.floor(math.log10(min(values) / 2)) if values else 0.01
     high = 10 ** math.ceil(math.log10(max(values) * 2)) if values else 100.0
     rows = len(entries)
@@ -258,8 +271,9 @@ def epsilon_overview(entries: list[dict[str, Any]]) -> str:
             axis.plot([x], [y], marker=marker, markersize=7, linestyle="none", zorder=3,
                       markerfacecolor=colour if filled else "white", markeredgecolor=colour, clip_on=False)
             if value <= low or value >= high:
-                axis.annotate("0" if value <= low else "∞", (x, y), xytext=(0, 6), textcoords="offset points",
-                              ha="center", fontsize=7, color=colour)
+                text = "0" if value <= 0 else "∞" if value == math.inf else _tick(value)
+                axis.annotate(text, (x, y), xytext=(0, 6), textcoords="offset points", ha="center", fontsize=7,
+                              color=colour)
         if entry["values"].get("of_delta"):
             axis.annotate("audit bounds δ, not ε", (low, y), xytext=(10, -3), textcoords="offset points",
                           fontsize=7, color="#5b6570")

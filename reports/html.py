@@ -86,7 +86,7 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "title": runs[0]["title"],
             "seeds": [r["seed"] for r in runs],
             "outcome": _outcome(runs),
-            "claim": runs[0]["claim"],
+            "claim": runs[0]["claim"] or {},
             "rounds": runs[0]["config"]["run"]["rounds"],
             "topology": f"{runs[0]['config']['run']['topology']} × {runs[0]['config']['run']['agents']}",
             "messages": runs[0]["messages"],

@@ -370,3 +370,78 @@ def test_a_model_whose_per_sample_gradients_exceed_the_memory_limit_is_refused_a
 def test_more_workers_than_cores_are_refused_with_the_way_to_lift_it(tmp_path, capsys):
     err = _one_line_error(capsys, ["run", "--workers", "100000", "--out", str(tmp_path / "o"), "--quiet"])
     assert "--workers" in err and "PRIVAUDIT_MAX_WORKERS" in err and not (tmp_path / "o").exists()
+
+
+# 8. A defense written elsewhere that fails at run time fails its own cells; the campaign goes on
+
+
+FAULTY = '''
+import dataclasses, math
+import torch
+from attacks.views import register_extractor
+from examples.laplace_gossip import STATE_DIFFERENCE, LaplaceGossip
+
+
+class Faulty(LaplaceGossip):
+    name = "faulty_{fault}"
+    fault = "{fault}"
+
+    @property
+    def states(self):
+        if self.fault == "shape" and getattr(self, "rounds_run", 0):
+            return torch.zeros(2, 2)
+        if self.fault == "none" and getattr(self, "rounds_run", 0):
+            return None
+        return super().states
+
+    def step(self, t, wire):
+        self.rounds_run = getattr(self, "rounds_run", 0) + 1
+        if self.fault == "step":
+            raise RuntimeError("boom in step")
+        super().step(t, wire)
+
+    def claim(self, rounds):
+        found = super().claim(rounds)
+        if self.fault == "claim":
+            raise KeyError("no claim today")
+        return {{"string": "a claim as text", "delta": dataclasses.replace(found, delta=2.0),
+                "negative": dataclasses.replace(found, eps_sound=-5.0),
+                "nan": dataclasses.replace(found, eps_claimed=math.nan)}}.get(self.fault, found)
+
+
+register_extractor(dataclasses.replace(STATE_DIFFERENCE, defense=Faulty.name))
+'''
+FAULTS = {"shape": "states have shape [2, 2], not [agents, parameters]",
+          "none": "the defense's states are a NoneType, not a tensor",
+          "step": "RuntimeError: boom in step",
+          "claim": "raised KeyError: 'no claim today'",
+          "string": "is a str, not a privaudit.accounting.Claim",
+          "delta": "delta = 2.0 is not a probability in [0, 1]",
+          "negative": "eps_sound = -5.0 is not a privacy loss",
+          "nan": "eps_claimed = nan is not a privacy loss"}
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_defense_that_fails_at_run_time_is_a_failed_row_and_later_tables_still_run(tmp_path, capsys, monkeypatch,
+                                                                                     fault):
+    import json
+
+    (tmp_path / f"faulty_{fault}.py").write_text(FAULTY.format(fault=fault))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path, out = tmp_path / "c.toml", tmp_path / "out"
+    path.write_text(f'[campaign]\nimports = ["faulty_{fault}"]\n[data]\ndataset = "digits"\nmax_train = 60\n'
+                    f'[[defense]]\nkind = "faulty_{fault}:Faulty"\nagents = 3\nrounds = 2\neval_every = 2\n'
+                    'model = "logreg"\n[[defense]]\nkind = "dpsgd"\nagents = 3\nrounds = 2\neval_every = 2\n'
+                    'model = "logreg"\nbatch_size = 4\n[[audit]]\nkind = "canary"\ndefense = ["faulty_' + fault + '"]\nruns = 8\n')
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--allow-code"]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    faulty = next(row for row in rows if row["type"] == "training" and row["defense"] == f"faulty_{fault}")
+    assert faulty["status"].startswith("failed: ") and FAULTS[fault] in faulty["status"]
+    assert faulty["claim"] is None or not (fault in ("string", "delta", "negative", "nan", "claim"))
+    shipped = next(row for row in rows if row["type"] == "training" and row["defense"] == "dpsgd")
+    assert shipped.get("status", "ok") == "ok" and shipped["metrics"]
+    audit = next(row for row in rows if row["type"] == "audit")
+    assert audit["status"] == "ok" or audit["status"].startswith("failed: ")
+    assert main(["report", str(out)]) == 0 and (out / "report.html").exists()

@@ -62,6 +62,7 @@ from attacks.audit.estimates import gdp_estimate
 from attacks.audit.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu
 from defenses import DEFENSES
 from defenses.base import DefenseParams
+from defenses.external import checked_claim
 from privaudit import devices
 from privaudit.accounting import Claim
 from privaudit.errors import ConfigError
@@ -195,9 +196,10 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
                           "statistic = 'projection'")
     try:
         defense = DEFENSES[kind](params, setup)
+        claim = checked_claim(defense, rounds)
     except ValueError as error:
         raise ConfigError(f"canary audit: {error}") from None
-    claim, public = defense.claim(rounds), defense.public()
+    public = defense.public()
     law_free = None
     if statistic == "projection" or (statistic == "auto" and kind not in views.CHANNELS):
         law_free = _law_free(kind, claim, canary_norm, public)

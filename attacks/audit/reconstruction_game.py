@@ -52,6 +52,7 @@ from attacks.inversion import INVERSIONS
 from attacks.views import EXTRACTORS
 from defenses import DEFENSES
 from defenses.base import DefenseParams
+from defenses.external import checked_claim
 from privaudit.accounting import Claim
 from privaudit.errors import ConfigError
 from privaudit.metrics import pixel_errors
@@ -136,7 +137,7 @@ def make_reconstruction_game(setup: Setup, kind: str, params: DefenseParams, rou
     index = torch.as_tensor(rows)
     pool_x, pool_y = data.x_test[index], data.y_test[index]
     try:
-        claim = DEFENSES[kind](params, holding(setup, victim, pool_x[:1], pool_y[:1], setup.seed)).claim(rounds)
+        claim = checked_claim(DEFENSES[kind](params, holding(setup, victim, pool_x[:1], pool_y[:1], setup.seed)), rounds)
     except ValueError as error:
         raise ConfigError(f"reconstruction audit: {error}") from None
     return ReconstructionGame(setup, kind, params, rounds, victim, scenario, round, threat, options, attack,

@@ -55,7 +55,7 @@ from attacks.inversion import INVERSIONS
 from attacks.views import EXTRACTORS
 from privaudit import __version__
 from privaudit.accounting import Claim, Neighbours
-from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand
+from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand, shipped
 from privaudit.campaign.config import AuditConfig, parse_campaign
 from privaudit.errors import ConfigError
 
@@ -467,7 +467,8 @@ _EMPTY = {"eps_lb": None, "delta_lb": None, "delta_lb_eps": None, "eps_claimed":
 
 def audit_row(cell: AuditCell) -> dict[str, Any]:
     """The results row of one audit cell; an audit that fails on a value (a non-finite score, a
-    mechanism that cannot be sampled) gives a `failed: …` row and the campaign goes on."""
+    mechanism that cannot be sampled), or whose defense, written outside privaudit, raises
+    anything, gives a `failed: …` row and the campaign goes on."""
     started = time.perf_counter()
     table = cell.table
     try:
@@ -475,8 +476,12 @@ def audit_row(cell: AuditCell) -> dict[str, Any]:
                    "reconstruction": reconstruction_finding}[table.kind]
         found = finding(cell)
         found["status"] = "ok"
-    except (ValueError, FloatingPointError) as error:
-        reason = error.args[0] if error.args else type(error).__name__
+    except Exception as error:  # noqa: BLE001 - only a value error, or a defense written elsewhere, fails a row
+        plugin = cell.training is not None and not shipped(cell.training.run.kind)
+        if not (isinstance(error, (ValueError, FloatingPointError)) or plugin):
+            raise
+        reason = (error.args[0] if error.args and isinstance(error, (ValueError, FloatingPointError)) else
+                  f"defense '{cell.training.run.kind}' failed at run time: {type(error).__name__}: {error}")
         found = {**_EMPTY, "subject": table.mechanism or cell.training.label, "defense": None,
                  "defense_label": None if cell.training is None else cell.training.label,
                  "delta": table.delta, "confidence": table.confidence, "samples": None,

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from defenses.base import Defense, DefenseParams
+from defenses.external import SHIPPED, checked_claim
 from privaudit.accounting import Claim
 from privaudit.campaign.config import AttackConfig, AuditConfig, Campaign, DataConfig, MembershipConfig, RunConfig
 from privaudit.data import load_dataset, partition
@@ -313,21 +314,38 @@ def _check_model_size(cell: Cell, shape: tuple[int, ...], classes: int) -> None:
 
 
 def build_defense(cell: Cell) -> Defense:
+    """The cell's defense on its set-up; a ConfigError naming the cell when it cannot be built (a
+    defense written outside privaudit whose constructor raises anything is reported the same way:
+    its code is not ours to trace)."""
     try:
-        return cell.run.defense()(cell.params, build_setup(cell))
+        setup = build_setup(cell)
+        return cell.run.defense()(cell.params, setup)
     except ValueError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
+    except Exception as error:  # noqa: BLE001 - see the docstring
+        if shipped(cell.run.kind):
+            raise
+        raise ConfigError(f"{cell.where}: building defense '{cell.run.kind}' failed: {type(error).__name__}: "
+                          f"{error}") from None
+
+
+def shipped(kind: str) -> bool:
+    """Whether the defense `kind` ships with privaudit (else its code was written elsewhere)."""
+    return kind in SHIPPED
 
 
 def cell_claim(cell: Cell, defense: Defense) -> Claim:
-    """The defense's claim for the cell's run; a parameter beyond what its accountant evaluates
-    (noise_multiplier = 1e-300 overflows the RDP accountant) is a one-line ConfigError naming the
-    cell, not an arithmetic traceback."""
+    """The defense's claim for the cell's run, checked (`defenses.external.checked_claim`); a
+    parameter beyond what its accountant evaluates (noise_multiplier = 1e-300 overflows the RDP
+    accountant), and a defense written elsewhere whose `claim` raises or returns no usable Claim,
+    are a one-line ConfigError naming the cell, not a traceback or a claim of δ = 2 in the report."""
     try:
-        return defense.claim(cell.run.rounds)
+        return checked_claim(defense, cell.run.rounds)
     except (OverflowError, ZeroDivisionError, FloatingPointError) as error:
         raise ConfigError(f"{cell.where}: its claim cannot be computed ({error or type(error).__name__}): a parameter "
                           "is beyond what the accountant evaluates") from None
+    except ValueError as error:
+        raise ConfigError(f"{cell.where}: {error}") from None
 
 
 def claims(campaign: Campaign) -> list[dict[str, Any]]:

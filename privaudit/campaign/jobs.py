@@ -18,7 +18,8 @@ from attacks.views import noise
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
-from privaudit.campaign.cells import AttackCell, AuditCell, Cell, MembershipCell, build_defense, cell_claim, expand_all
+from privaudit.campaign.cells import (AttackCell, AuditCell, Cell, MembershipCell, build_defense, cell_claim,
+                                     expand_all, shipped)
 from privaudit.campaign.coalition_findings import coalition_findings, coalition_headline, coalition_row, plan_coalition
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.inversion_findings import (
@@ -37,7 +38,8 @@ from privaudit.campaign.membership_findings import (
     unrun_rows,
 )
 from privaudit.results import ResultsStore
-from privaudit.sim import Diverged, RunOutput, simulate
+from privaudit.errors import ConfigError
+from privaudit.sim import BrokenContract, Diverged, RunOutput, simulate
 from privaudit.wire import Tap
 
 
@@ -51,12 +53,13 @@ def run_cell(cell: Cell, progress: bool = False, taps: list[Tap] | None = None,
                       label=f"{cell.label} seed {cell.seed}", taps=taps or [])
     final = output.history[-1]
     return training_row(cell, defense, {key: value for key, value in final.items() if key != "round"},
-                        output.history, output.messages_sent, output.wall_s), output
+                        output.history, output.messages_sent, output.wall_s, cell_claim(cell, defense).as_dict()), output
 
 
 def training_row(cell: Cell, defense: Defense, metrics: dict[str, float], history: list[dict[str, float]],
-                 messages: dict[str, int], wall_s: float) -> dict[str, Any]:
-    """A training cell's results row."""
+                 messages: dict[str, int], wall_s: float, claim: dict[str, Any] | None) -> dict[str, Any]:
+    """A training cell's results row, with its claim (`cell_claim`; None for a failed run whose
+    claim cannot be computed)."""
     return {
         "type": "training",
         "cell": cell.id,
@@ -67,7 +70,7 @@ def training_row(cell: Cell, defense: Defense, metrics: dict[str, float], histor
         "seed": cell.seed,
         "config": cell.describe(),
         "metrics": metrics,
-        "claim": cell_claim(cell, defense).as_dict(),
+        "claim": claim,
         "noise": None if noise(cell.run.kind) is None else noise(cell.run.kind).as_dict(),
         "history": history,
         "messages": messages,
@@ -118,13 +121,23 @@ class TrainingJob:
         return (([self.cell.id] if self.train else []) + [attack.id for attack in self.attacks]
                 + [member.id for group in self.memberships for member in group])
 
-    def check(self) -> None:
-        """Build the defense and plan every finding, so a bad field fails before anything runs."""
+    def check(self) -> list[str]:
+        """Build the defense, compute its claim and plan every finding, so a bad field (or a claim
+        its accountant cannot evaluate) fails before anything runs. A defense written elsewhere
+        whose claim fails is a warning: its run gives failed rows and the campaign goes on."""
         defense = build_defense(self.cell)
+        warnings = []
+        try:
+            cell_claim(self.cell, defense)
+        except ConfigError as error:
+            if shipped(self.cell.run.kind):
+                raise
+            warnings.append(f"{error} (its cells will be failed rows)")
         for attack in self.attacks:
             _plan(attack, defense)
         for group in self.memberships:
             plan_membership(list(group), defense)
+        return warnings
 
 
 def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = False) -> Iterator[Finished]:
@@ -139,7 +152,16 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
     try:
         row, output = run_cell(cell, progress=progress, defense=defense, taps=taps)
     except Diverged as diverged:
-        yield from _diverged(job, defense, [data for _, _, data in groups], diverged, time.perf_counter() - start)
+        yield from _failed(job, defense, [data for _, _, data in groups], f"training run {diverged}", str(diverged),
+                           diverged.history, time.perf_counter() - start)
+        return
+    except Exception as error:  # noqa: BLE001 - a defense written elsewhere fails its own cells, not the campaign
+        if shipped(cell.run.kind):
+            raise
+        what = str(error) if isinstance(error, (BrokenContract, ConfigError)) else f"{type(error).__name__}: {error}"
+        reason = f"defense '{cell.run.kind}' failed at run time: {what}"
+        yield from _failed(job, defense, [data for _, _, data in groups], reason, reason, [],
+                           time.perf_counter() - start)
         return
     if job.train:
         yield Finished(row, f"{cell.label} seed {cell.seed}: {headline(row['metrics'])} "
@@ -164,15 +186,19 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
                                        f"{membership_headline(member_row)} ({member_row['wall_s']:.1f} s)")
 
 
-def _diverged(job: TrainingJob, defense: Defense, data: list[AttackerData], diverged: Diverged,
-              wall_s: float) -> Iterator[Finished]:
-    """The rows of a job whose training run diverged: the training cell failed with the round and
-    what broke (its row keeps the evaluations before), and every finding cell riding on the run
-    failed with that reason; the campaign goes on."""
+def _failed(job: TrainingJob, defense: Defense, data: list[AttackerData], reason: str, status: str,
+            history: list[dict[str, float]], wall_s: float) -> Iterator[Finished]:
+    """The rows of a job whose training run failed (it diverged, or a defense written elsewhere
+    raised or broke the engine's contract): the training cell failed with `status` (its row keeps
+    the evaluations before, and its claim where the claim can still be computed), and every
+    finding cell riding on the run failed with `reason`; the campaign goes on."""
     cell = job.cell
-    reason = f"training run {diverged}"
     if job.train:
-        row = training_row(cell, defense, {}, diverged.history, {}, wall_s) | {"status": f"failed: {diverged}"}
+        try:
+            claim = cell_claim(cell, defense).as_dict()
+        except ConfigError:
+            claim = None
+        row = training_row(cell, defense, {}, history, {}, wall_s, claim) | {"status": f"failed: {status}"}
         yield Finished(row, f"{cell.label} seed {cell.seed}: {row['status']}")
     for attack in job.attacks:
         found = not_run(attack_batch_size(attack, defense), f"failed: {reason}")
@@ -195,9 +221,18 @@ class AuditJob:
     def cells(self) -> list[str]:
         return [self.cell.id]
 
-    def check(self) -> None:
-        """A canary audit's game is built, so a victim or threat its run cannot serve fails now."""
-        check_audit(self.cell)
+    def check(self) -> list[str]:
+        """A canary audit's game is built, so a victim or threat its run cannot serve fails now;
+        for a defense written elsewhere whose code fails (its claim), a warning: the audit's row
+        will be a failed row and the campaign goes on."""
+        try:
+            check_audit(self.cell)
+        except ConfigError as error:
+            training = self.cell.training
+            if training is None or shipped(training.run.kind):
+                raise
+            return [f"{error} (its row will be a failed row)"]
+        return []
 
 
 def run_audit_job(job: AuditJob, store: ResultsStore, progress: bool = False) -> Iterator[Finished]:
@@ -226,9 +261,11 @@ def run_job(job: Job, out: str | Path, progress: bool = False) -> Iterator[Finis
     return RUNNERS[type(job)](job, ResultsStore(out), progress)
 
 
-def plan_jobs(campaign: Campaign, finished: set[str]) -> tuple[list[Job], int]:
+def plan_jobs(campaign: Campaign, finished: set[str],
+              warnings: list[str] | None = None) -> tuple[list[Job], int]:
     """The jobs that produce the rows missing from `finished`, each checked (so a bad field in
-    the last table fails in seconds rather than after an hour), and the campaign's cell count."""
+    the last table fails in seconds rather than after an hour; what a check only warns of is
+    appended to `warnings`), and the campaign's cell count."""
     cells, attacks, memberships, audits = expand_all(campaign)
     pending_attacks: dict[str, list[AttackCell]] = {}
     for attack in attacks:
@@ -243,5 +280,7 @@ def plan_jobs(campaign: Campaign, finished: set[str]) -> tuple[list[Job], int]:
             for cell in cells]
     jobs = [job for job in jobs if job.cells] + [AuditJob(audit) for audit in audits if audit.id not in finished]
     for job in jobs:
-        job.check()
+        found = job.check()
+        if warnings is not None:
+            warnings.extend(found)
     return jobs, len(cells) + len(attacks) + len(memberships) + len(audits)

@@ -68,8 +68,9 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     in one line on the first problem) and say what it would run."""
     out = Path(out)
     finished = set() if force else {row["cell"] for row in ResultsStore(out).read().rows}
+    warnings: list[str] = []
     with downloads_refused():
-        jobs, _ = plan_jobs(campaign, finished)
+        jobs, _ = plan_jobs(campaign, finished, warnings)
     cells, attacks, memberships, audits = expand_all(campaign)
     defenses = [f"{table.name} ({table.kind}" + (f", {table.combinations} runs" if table.combinations > 1 else "")
                 + ")" for table in campaign.defense]
@@ -78,4 +79,4 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     findings += [f"{table.name} ({table.kind} audit)" for table in campaign.audit]
     return Preflight(campaign.campaign.name, out,
                      dict(zip(KINDS, (len(cells), len(attacks), len(memberships), len(audits)))),
-                     _pending(jobs), defenses, findings, campaign.warnings())
+                     _pending(jobs), defenses, findings, campaign.warnings() + warnings)

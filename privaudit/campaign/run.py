@@ -43,7 +43,10 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
         reading = store.read()
         if reading.skipped:
             say(f"warning: {reading.summary()}; their cells run again")
-        jobs, total = plan_jobs(campaign, set() if force else {row["cell"] for row in reading.rows})
+        warnings: list[str] = []
+        jobs, total = plan_jobs(campaign, set() if force else {row["cell"] for row in reading.rows}, warnings)
+        for warning in warnings:
+            say(f"warning: {warning}")
         kept = store.write_campaign(text)
         if kept is not None:
             say(f"warning: {store.directory} held another campaign's file; it is kept as {kept} beside its rows")
