@@ -28,6 +28,8 @@ import numpy as np
 from dp_accounting import pld, privacy_accountant, rdp
 from dp_accounting.pld import pld_pmf, privacy_loss_distribution, privacy_loss_mechanism
 
+from privaudit.limits import require
+
 # dp_accounting logs one warning per RDP order it cannot evaluate and then excludes that order,
 # which is the sound behaviour; the warnings would flood every campaign log.
 logging.getLogger("absl").setLevel(logging.ERROR)
@@ -184,6 +186,31 @@ class Claim:
         return [text for kind, text in self.findings if kind == OUTSIDE_RANGE]
 
 
+PLD_NOISE_FLOOR = 0.02
+"""The smallest Gaussian noise multiplier the PLD accountant is asked to discretise: its grid
+grows as 1/σ² (σ = 0.001 asked dp_accounting for 38 GB; at 0.02 it takes about 100 MB). Below it
+the RDP accountant gives the sound bound (`tightest`), looser than PLD but finite, and a claim
+says so."""
+
+
+def _gaussian_noise(event: dp_accounting.DpEvent) -> list[float]:
+    """The noise multipliers of the Gaussian events inside `event`."""
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        return [event.noise_multiplier]
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        return _gaussian_noise(event.event)
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return [noise for part in event.events for noise in _gaussian_noise(part)]
+    inner = getattr(event, "event", None)
+    return _gaussian_noise(inner) if isinstance(inner, dp_accounting.DpEvent) else []
+
+
+def tightest(event: dp_accounting.DpEvent) -> Accountant:
+    """The tightest accountant that can evaluate `event` on this machine: PLD, unless a Gaussian
+    in it has noise below `PLD_NOISE_FLOOR`, then RDP."""
+    return "rdp" if any(noise < PLD_NOISE_FLOOR for noise in _gaussian_noise(event)) else "pld"
+
+
 def epsilon(event: dp_accounting.DpEvent, delta: float, accountant: Accountant = "pld",
             relation: Relation = "add_remove") -> float:
     """ε at `delta` of the composed `event` under the given adjacency of one agent's dataset.
@@ -204,6 +231,10 @@ def epsilon(event: dp_accounting.DpEvent, delta: float, accountant: Accountant =
     if not engine.supports(event):
         raise ValueError(f"the {accountant} accountant does not support {type(event).__name__} "
                          f"under {relation} adjacency")
+    require_compositions(event)
+    if accountant == "pld" and tightest(event) == "rdp":
+        raise ValueError(f"a Gaussian with noise multiplier below {PLD_NOISE_FLOOR} is beyond the PLD accountant's "
+                         "grid (tens of GB): use the RDP accountant (`tightest`)")
     engine.compose(event)
     return float(engine.get_epsilon(delta))
 
@@ -252,10 +283,27 @@ def _unbounded(event: dp_accounting.DpEvent) -> bool:
     return any(_largest_loss(noise, rate) > _LOSS_CEILING for noise, rate, _ in _steps(event))
 
 
+def compositions(event: dp_accounting.DpEvent) -> int:
+    """How many basic events `event` composes (self-compositions multiplied out, compositions
+    summed): what a PLD accountant's arrays grow with (10⁸ took 1.7 GB and 10 s here)."""
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        return event.count * compositions(event.event)
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return sum(compositions(part) for part in event.events)
+    return 1
+
+
+def require_compositions(event: dp_accounting.DpEvent) -> None:
+    """ConfigError when `event` composes more events than the `compositions` limit allows
+    (LT-ADMM-DP's τ = 424255037 asked a PLD for 29.8 GB)."""
+    require("compositions", compositions(event), "the claim's accountant would compose")
+
+
 def without_replacement_epsilon(event: dp_accounting.DpEvent, delta: float) -> float:
     """ε at `delta` of `event`, a composition of `SampledWithoutReplacementDpEvent`s of Gaussians
     under replace-one adjacency, with the tight accountant of `without_replacement_pld`; ∞ when the
     noise is too small for a finite bound (`_LOSS_CEILING`)."""
+    require_compositions(event)
     if _unbounded(event):
         return math.inf
     return float(without_replacement_pld(event).get_epsilon_for_delta(delta))
@@ -264,6 +312,7 @@ def without_replacement_epsilon(event: dp_accounting.DpEvent, delta: float) -> f
 def without_replacement_delta(event: dp_accounting.DpEvent, eps: float) -> float:
     """δ at ε = `eps` of the same composition (see `without_replacement_epsilon`), at most 1
     (rounding can lift the PLD's sum a few ulps above it); 1 when no finite bound exists."""
+    require_compositions(event)
     if _unbounded(event):
         return 1.0
     return min(1.0, float(without_replacement_pld(event).get_delta_for_epsilon(eps)))

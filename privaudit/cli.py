@@ -29,6 +29,7 @@ import math
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -357,7 +358,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         threads.apply(args.threads)
-        return args.handler(args)
+        with warnings.catch_warnings():
+            # numpy's floating-point RuntimeWarnings (an overflow in an accountant at an extreme
+            # parameter) would print lines beside the one-line error or the table each command
+            # already gives for that case
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return args.handler(args)
     except PrivauditError as error:
         print(f"privaudit: error: {printable(str(error))}", file=sys.stderr)
         return 2

@@ -11,8 +11,9 @@ string "inf", "-inf" or "nan" and its place is listed in the row's `nonfinite` k
 turns exactly those strings back into floats (a label that happens to read "nan" stays a label).
 
 `read` is the one reader: it keeps the rows it can use and says which lines it skipped and why
-(a torn last line from a crash, a line that is not JSON, not UTF-8, or not a row), so no row
-leaves a report without a word. One run writes a directory at a time: `lock` holds it.
+(a torn last line from a crash, a line that is not JSON, not UTF-8, not a row, or a row its
+schema refuses: `privaudit.rows`, which `append` checks too), so no row leaves a report without
+a word. One run writes a directory at a time: `lock` holds it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from privaudit import rows
 from privaudit.errors import PrivauditError
 from privaudit.files import CAMPAIGN_BYTES, read_regular
 
@@ -38,16 +40,6 @@ ARTIFACTS_DIR = "artifacts"
 CAMPAIGN_FILE = "campaign.toml"
 LOCK_FILE = ".lock"
 NON_FINITE = "nonfinite"
-
-ROW_KEYS = {
-    "training": ("label", "title", "seed", "config", "metrics", "claim", "history", "messages"),
-    "inversion": (),
-    "coalition": ("agents",),
-    "membership": ("metrics",),
-    "audit": (),
-}
-"""The keys the report cannot do without in each type of row (it reads every other one as
-optional); a row without `type` is a training row, as rows were before they carried one."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +101,9 @@ class ResultsStore:
         return self.read().rows
 
     def append(self, row: dict[str, Any]) -> None:
+        """Append `row`, checked against the row schema and stamped with its version (`rows.checked`)."""
+        line = encode(rows.checked(row)) + "\n"
         self.directory.mkdir(parents=True, exist_ok=True)
-        line = encode(row) + "\n"
         if self._torn():
             line = "\n" + line
         try:
@@ -299,16 +292,13 @@ def _parse(line: bytes) -> tuple[dict[str, Any], str | None]:
         return {}, f"not a row (a JSON {type(row).__name__})"
     if not isinstance(row.get("cell"), str) or not row["cell"]:
         return {}, "not a row (no cell id)"
-    kind = row.get("type", "training")
-    if kind not in ROW_KEYS:
-        return {}, f"unknown row type {kind!r}"
-    missing = [key for key in ROW_KEYS[kind] if key not in row]
-    if missing:
-        return {}, f"{kind} row of cell {row['cell']} lacks {', '.join(missing)}"
     try:
         _restore(row)
     except (KeyError, IndexError, TypeError, ValueError):
         return {}, f"row of cell {row['cell']}: its '{NON_FINITE}' list names no non-finite number"
+    problem = rows.problem(row)
+    if problem:
+        return {}, problem
     return row, None
 
 

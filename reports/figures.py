@@ -45,9 +45,10 @@ def training_curves(runs: dict[str, list[dict[str, Any]]], metric: str) -> str:
     figure, axis = plt.subplots(figsize=(7, 3.6))
     for colour, (label, rows) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4, runs.items()):
         for k, row in enumerate(rows):
-            rounds = [point["round"] for point in row["history"]]
-            axis.plot(rounds, [p[metric] for p in row["history"]], color=colour, label=plain(label) if k == 0 else None)
-            axis.plot(rounds, [p[agents_metric] for p in row["history"]], color=colour, linestyle="--", alpha=0.5)
+            for key, style in ((metric, {"label": plain(label) if k == 0 else None}),
+                               (agents_metric, {"linestyle": "--", "alpha": 0.5})):
+                points = [(p["round"], p[key]) for p in row["history"] if isinstance(p.get(key), (int, float))]
+                axis.plot([r for r, _ in points], [v for _, v in points], color=colour, **style)
     axis.set_xlabel("round")
     axis.set_ylabel(ylabel)
     if log_scale:
@@ -163,8 +164,8 @@ def points_on_log_axis(axis: plt.Axes, lines: dict[str, list[Point]], edge_label
         nudge = 1.06 ** (k - (len(lines) - 1) / 2)
         placed = sorted((((edge_x if x is None else x) * nudge, y, bar) for x, y, bar in points),
                         key=lambda point: point[0])
-        below = [y - bar[0] if bar else 0.0 for _, y, bar in placed]
-        above = [bar[1] - y if bar else 0.0 for _, y, bar in placed]
+        below = [max(0.0, y - bar[0]) if bar else 0.0 for _, y, bar in placed]  # an interval not around its
+        above = [max(0.0, bar[1] - y) if bar else 0.0 for _, y, bar in placed]  # value (a hand edit) draws no bar
         style = {"color": colour, "marker": "o", "markersize": 4, "capsize": 3, "linewidth": 1.2,
                  "label": plain(label)}
         axis.errorbar([p[0] for p in placed], [p[1] for p in placed], yerr=[below, above],

@@ -119,17 +119,23 @@ def _outcome(runs: list[dict[str, Any]]) -> str:
 
 
 def _metrics_outcome(metrics: list[dict[str, Any]]) -> str:
-    if "avg_acc" in metrics[0]:
-        return (f"accuracy {_spread([m['avg_acc'] for m in metrics], '.3f')} (average model), "
-                f"{_spread([m['agent_acc_mean'] for m in metrics], '.3f')} (agents)")
-    if "avg_error" in metrics[0]:
-        return (f"distance to solution {_spread([m['avg_error'] for m in metrics], '.3g')} (average model), "
-                f"{_spread([m['agent_error_mean'] for m in metrics], '.3g')} (agents)")
-    return f"test loss {_spread([m['avg_loss'] for m in metrics], '.4g')} (average model)"
+    """The last evaluation over the seeds, in the task's metric (a seed whose row lacks it, as a
+    hand-edited row may, is left out of that number)."""
+    def spread(key: str, spec: str) -> str:
+        values = [m[key] for m in metrics if isinstance(m.get(key), (int, float))]
+        return _spread(values, spec) if values else "—"
+
+    if any("avg_acc" in m for m in metrics):
+        return f"accuracy {spread('avg_acc', '.3f')} (average model), {spread('agent_acc_mean', '.3f')} (agents)"
+    if any("avg_error" in m for m in metrics):
+        return (f"distance to solution {spread('avg_error', '.3g')} (average model), "
+                f"{spread('agent_error_mean', '.3g')} (agents)")
+    return f"test loss {spread('avg_loss', '.4g')} (average model)"
 
 
-def _number(value: float | None) -> str:
-    return "—" if value is None else f"{value:.4g}"
+def _number(value: Any) -> str:
+    """A number to 4 significant digits; "—" for anything else (None, or a field a row lacks)."""
+    return f"{value:.4g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
 
 
 def _wall(row: dict[str, Any]) -> float | None:

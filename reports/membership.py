@@ -445,7 +445,7 @@ class _Memberships:
                 for method in _methods(cell):
                     auc = _Entry(cell, method, "auc")
                     rocs = [row["metrics"][method]["roc"] for row in auc.ok if row["metrics"][method].get("roc")]
-                    if rocs:
+                    if rocs and auc.values:
                         value = (f"{auc.values[0]:.2f}" if len(auc.values) == 1
                                  else f"{mean(auc.values):.2f} ± {pstdev(auc.values):.2f}")
                         curves[f"{method_title(method)} (AUC {value})"] = rocs

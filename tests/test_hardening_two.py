@@ -445,3 +445,87 @@ def test_a_defense_that_fails_at_run_time_is_a_failed_row_and_later_tables_still
     audit = next(row for row in rows if row["type"] == "audit")
     assert audit["status"] == "ok" or audit["status"].startswith("failed: ")
     assert main(["report", str(out)]) == 0 and (out / "report.html").exists()
+
+
+# 10. Every stored row is read through one versioned schema
+
+
+def _stored(folder) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines()]
+
+
+EDITS = {
+    "an integer of 400 digits": lambda row: row | {"seed": 10**400},
+    '"nan" as text': lambda row: row | {"metrics": row["metrics"] | {"avg_acc": "nan"}},
+    "a string for a number": lambda row: row | {"claim": row["claim"] | {"eps_sound": "big"}},
+    "null metrics": lambda row: row | {"metrics": None},
+    "a list for a number": lambda row: row | {"metrics": row["metrics"] | {"avg_loss": [1, 2]}},
+    "config = {}": lambda row: row | {"config": {}},
+    "no rounds": lambda row: row | {"config": row["config"] | {"run": {"topology": "ring", "agents": 4}}},
+    "an integer label": lambda row: row | {"label": 7},
+    "a claim as text": lambda row: row | {"claim": "ε = 1"},
+    "garbage history": lambda row: row | {"history": [1, "x", None]},
+    "history without rounds": lambda row: row | {"history": [{"avg_acc": 0.5}]},
+    "a null message count": lambda row: row | {"messages": {"model": None}},
+    "a boolean seed": lambda row: row | {"seed": True},
+    "a newer schema": lambda row: row | {"schema": 99},
+    "a schema as text": lambda row: row | {"schema": "1"},
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_a_hand_edited_row_is_skipped_and_named_and_the_report_renders_the_rest(results, tmp_path, capsys, edit):
+    import json
+    import shutil
+
+    folder = tmp_path / "edited"
+    shutil.copytree(results, folder)
+    rows = _stored(folder)
+    good = rows[0]
+    broken = EDITS[edit](dict(good)) | {"cell": "edited"}
+    with (folder / "results.jsonl").open("a") as handle:
+        handle.write(json.dumps(broken) + "\n")
+    assert main(["report", str(folder)]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    page = (folder / "report.html").read_text()
+    assert "skipped 1 unreadable line" in page and "cell edited" in page
+    assert good["label"] in page
+
+
+def test_the_writer_stamps_the_schema_version_and_refuses_a_row_its_schema_refuses(results, tmp_path):
+    from privaudit.results import ResultsStore
+    from privaudit.rows import SCHEMA, SCHEMA_KEY
+
+    assert all(row[SCHEMA_KEY] == SCHEMA for row in _stored(results))
+    with pytest.raises(RuntimeError, match="schema refuses"):
+        ResultsStore(tmp_path).append(_stored(results)[0] | {"label": 3})
+    assert not (tmp_path / "results.jsonl").exists()
+
+
+def test_a_row_written_before_the_schema_is_read_as_its_first_version(results):
+    from privaudit.results import _parse
+
+    import json
+
+    row = _stored(results)[0]
+    del row["schema"]
+    assert _parse(json.dumps(row).encode())[1] is None
+
+
+# 9. A claimed ε near the largest float is drawn, not a crash
+
+
+def test_a_claimed_epsilon_near_the_largest_float_is_drawn_at_the_axis_edge(results, tmp_path, capsys):
+    import json
+    import shutil
+
+    folder = tmp_path / "huge"
+    shutil.copytree(results, folder)
+    rows = _stored(folder)
+    rows[0]["claim"] = (rows[0]["claim"] or {}) | {"eps_claimed": 9e307, "eps_sound": 1.7e308, "notion": "(ε, δ)-DP"}
+    (folder / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert main(["report", str(folder)]) == 0
+    assert "9e+307" in (folder / "report.html").read_text()

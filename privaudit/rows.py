@@ -1,0 +1,364 @@
+"""The results rows' schema: one typed, versioned record per row type, shared by the writer and the reader.
+
+A results folder outlives the code that wrote it and can be edited by hand, so a report must not
+trust a row because it parses as JSON: an integer of 400 digits, "nan" as text, a list where a
+number belongs, a missing `rounds` or a null claim each crashed it. Every row therefore carries
+the version of this schema it was written under (`SCHEMA_KEY`, not the package's version: a
+release that changes no row keeps it), the campaign checks each row against it before appending
+(`checked`, so writer and reader cannot drift), and the one reader (`privaudit.results`) checks
+each line against it, keeping the rows that hold and naming, line by line, the ones it skipped and
+why.
+
+The models declare what the report reads, with the types it formats (the fields each section
+indexes without a default, and every number it prints); other keys pass through untouched, so a
+row may carry more than the report shows. Numbers are `Number`: an int or a float, never a bool
+or text, within a float's range; inf and nan are numbers (the row's `nonfinite` list restores
+them), except where a field says finite. Version history:
+
+* 1 — the rows as written since the schema was introduced; a row without `SCHEMA_KEY` (written
+  before) is read as version 1, whose layout it has.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError,
+                      model_validator)
+
+SCHEMA = 1
+SCHEMA_KEY = "schema"
+
+
+def _a(value: Any) -> str:
+    """'a str', 'an int', 'null': what a JSON value is, for an error."""
+    name = "null" if value is None else type(value).__name__
+    return name if value is None else f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _number(value: Any) -> float:
+    """An int or a float (a bool or a string is not a number), as a float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{_a(value)} where a number belongs")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"an integer of {len(str(abs(value)))} digits, beyond any number a report shows") from None
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{_a(value)} where a whole number belongs")
+    if abs(value) > 2**63:
+        raise ValueError(f"an integer of {len(str(abs(value)))} digits, beyond any count")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{_a(value)} where text belongs")
+    return value
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError(f"{value} where a finite number belongs")
+    return value
+
+
+Number = Annotated[float, BeforeValidator(_number)]
+Finite = Annotated[float, BeforeValidator(lambda value: _finite(_number(value)))]
+Whole = Annotated[int, BeforeValidator(_whole)]
+Text = Annotated[str, BeforeValidator(_text)]
+NonFinite = Literal["inf", "-inf", "nan"]
+"""How a mechanism audit's record writes an infinite or undefined value (as text, not restored)."""
+
+
+class _Record(BaseModel):
+    """A part of a row: the fields the report reads, typed; any other key passes."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class Finding(_Record):
+    kind: Text
+    text: Text
+
+
+class ClaimRecord(_Record):
+    notion: Text | None = None
+    adjacency: Text | None = None
+    eps_claimed: Number | None = None
+    eps_stated: Number | None = None
+    eps_sound: Number | None = None
+    delta: Number | None = None
+    delta_sound: Number | None = None
+    horizon: Whole | Text | None = None
+    equation: Text | None = None
+    sound_method: Text | None = None
+    assumptions: list[Text] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+
+
+class RunShape(_Record):
+    rounds: Whole
+    topology: Text
+    agents: Whole
+
+
+class TrainingConfig(_Record):
+    run: RunShape
+    params: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class _Row(_Record):
+    cell: Text
+    label: Text | None = None
+    seed: Whole | None = None
+    status: Text | None = None
+    wall_s: Number | None = None
+    group: Text | None = None
+    training: Text | None = None
+    defense: Text | None = None
+    defense_label: Text | None = None
+    threat: Text | None = None
+
+
+class NoiseDeclaration(_Record):
+    """Which hyperparameters are a run's noise (`attacks.views.noise`): name → [label, whether
+    more means more privacy], a switch that turns noise off, and companions that move with it."""
+
+    parameters: dict[str, tuple[Text, StrictBool]]
+    switch: Text | None = None
+    companions: list[Text] = Field(default_factory=list)
+
+
+class TrainingRow(_Row):
+    label: Text
+    title: Text
+    seed: Whole
+    config: TrainingConfig
+    metrics: dict[str, Number | None]
+    claim: ClaimRecord | None
+    history: list[Annotated[dict[str, Number], BeforeValidator(lambda v: _evaluation(v))]]
+    messages: dict[str, Whole]
+    noise: NoiseDeclaration | None = None
+
+
+def _evaluation(value: Any) -> Any:
+    """A history entry: a dict of numbers that has its round."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{_a(value)} where an evaluation (a dict of numbers) belongs")
+    if "round" not in value:
+        raise ValueError("an evaluation without its round")
+    return value
+
+
+class Metrics(_Record):
+    mse: Number | None = None
+    psnr: Number | None = None
+    ssim: Number | None = None
+    lpips: Number | None = None
+    label_acc: Number | None = None
+
+
+class Leak(_Record):
+    leak: StrictBool
+    confidence: Number
+
+
+class TracePoint(_Record):
+    iteration: Whole
+    mse: Number | None = None
+    psnr: Number | None = None
+
+
+class InversionRow(_Row):
+    attack: Text | None = None
+    attack_title: Text | None = None
+    scenario: Text | None = None
+    victim: Whole | None = None
+    round: Whole | None = None
+    iterations: Whole | None = None
+    metrics: Metrics = Field(default_factory=Metrics)
+    baseline: Metrics | None = None
+    leak: Leak | None = None
+    trace: list[TracePoint] = Field(default_factory=list)
+    setting: dict[str, Any] = Field(default_factory=dict)
+    artifacts: dict[str, Text] = Field(default_factory=dict)
+    warnings: list[Text] = Field(default_factory=list)
+
+
+class CoalitionAgent(_Record):
+    agent: Whole
+    relative_error: Number | None = None
+    metrics: Metrics | None = None
+    baseline: Metrics | None = None
+
+
+class CoalitionRow(_Row):
+    agents: list[CoalitionAgent]
+    coalition: list[Whole] = Field(default_factory=list)
+    window: Whole | None = None
+
+
+class Roc(_Record):
+    fpr: list[Number]
+    tpr: list[Number]
+
+    @model_validator(mode="after")
+    def _paired(self) -> Roc:
+        if not self.fpr or len(self.fpr) != len(self.tpr):
+            raise ValueError(f"an ROC of {len(self.fpr)} false- and {len(self.tpr)} true-positive rates")
+        return self
+
+
+Interval = tuple[Number, Number]
+
+
+class MethodMetrics(_Record):
+    """One membership method's scores: `auc`, `balanced_accuracy`, `tpr@<fpr>` (a TPR at that
+    false-positive rate), each with its bootstrap interval `<name>_ci`, the ROC and the counts."""
+
+    auc: Number | None = None
+    balanced_accuracy: Number | None = None
+    confidence: Number | None = None
+    members: Whole | None = None
+    non_members: Whole | None = None
+    roc: Roc | None = None
+
+    @model_validator(mode="after")
+    def _rates_and_intervals(self) -> MethodMetrics:
+        for key, value in (self.model_extra or {}).items():
+            if key.endswith("_ci"):
+                _checked(_INTERVAL, key, value)
+            elif key.startswith("tpr@"):
+                rate = key.removeprefix("tpr@")
+                try:
+                    valid = 0 < float(rate) <= 1
+                except ValueError:
+                    valid = False
+                if not valid:
+                    raise ValueError(f"'{key}' names no false-positive rate in (0, 1]")
+                _checked(_RATE, key, value)
+        return self
+
+
+def _checked(adapter: TypeAdapter, key: str, value: Any) -> None:
+    """`value` checked by `adapter`; a ValueError naming `key` (a key pydantic's location lacks)."""
+    try:
+        adapter.validate_python(value)
+    except ValidationError as error:
+        raise ValueError(f"{key}: {error.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+
+
+_INTERVAL = TypeAdapter(Interval | None)
+_RATE = TypeAdapter(Number | None)
+
+
+class MembershipRow(_Row):
+    round: Whole | None = None
+    metrics: dict[str, MethodMetrics | None]
+    rmia_a: Number | None = None
+    victims: list[Whole] = Field(default_factory=list)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Verdict(_Record):
+    status: Text
+    reason: Text | None = None
+    statement: Text | None = None
+    conditions: list[Text] = Field(default_factory=list)
+
+
+class CurvePoint(_Record):
+    samples: Number | None = None
+
+
+class Tightness(_Record):
+    of: Literal["eps", "delta"]
+    sound: Number | NonFinite | None = None
+    exact: Number | NonFinite | None = None
+
+
+class Exact(_Record):
+    eps: Number | NonFinite | None = None
+    delta: Number | NonFinite | None = None
+    at_delta: Number | NonFinite | None = None
+    at_eps: Number | NonFinite | None = None
+    method: Text | None = None
+
+
+class AuditRow(_Row):
+    kind: Text | None = None
+    confidence: Number | None = None
+    samples: Whole | None = None
+    eps_lb: Number | NonFinite | None = None
+    delta_lb: Number | NonFinite | None = None
+    eps_claimed: Number | NonFinite | None = None
+    eps_stated: Number | NonFinite | None = None
+    eps_sound: Number | NonFinite | None = None
+    delta: Number | NonFinite | None = None
+    delta_sound: Number | NonFinite | None = None
+    delta_lb_eps: Number | NonFinite | None = None
+    eps_estimate: Number | None = None
+    verdict: Verdict | None = None
+    curve: list[CurvePoint] | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    tightness: Tightness | None = None
+    exact: Exact | None = None
+
+
+MODELS: dict[str, type[_Row]] = {
+    "training": TrainingRow,
+    "inversion": InversionRow,
+    "coalition": CoalitionRow,
+    "membership": MembershipRow,
+    "audit": AuditRow,
+}
+"""Each row type's model; a row without `type` is a training row, as rows were before they carried one."""
+
+
+def problem(row: dict[str, Any]) -> str | None:
+    """Why `row` is not a row of this schema, in one phrase naming the field, or None."""
+    version = row.get(SCHEMA_KEY, 1)
+    if not (isinstance(version, int) and not isinstance(version, bool)) or version < 1:
+        return f"row{_of(row)}: its {SCHEMA_KEY} {version!r} is not a schema version"
+    if version > SCHEMA:
+        return (f"row{_of(row)}: written under row schema {version}, newer than this privaudit reads ({SCHEMA}): "
+                "upgrade privaudit")
+    kind = row.get("type", "training")
+    if not isinstance(kind, str) or kind not in MODELS:
+        return f"unknown row type {kind!r}"
+    try:
+        MODELS[kind].model_validate(row)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"] if not _alternative(part)) or "the row"
+        message = first["msg"].removeprefix("Value error, ")
+        return f"{kind} row{_of(row)}: {where}: {message}"
+    return None
+
+
+def _alternative(part: Any) -> bool:
+    """Whether a part of pydantic's error location names a member of a union (`int`,
+    `function-before[...]`, `literal['inf']`) rather than a key of the row."""
+    return isinstance(part, str) and ("[" in part or part in ("int", "float", "str", "bool", "none", "list", "dict",
+                                                              "tuple"))
+
+
+def _of(row: dict[str, Any]) -> str:
+    cell = row.get("cell")
+    return f" of cell {cell}" if isinstance(cell, str) else ""
+
+
+def checked(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` stamped with this schema's version, once it holds; a row the campaign itself built
+    that does not is a bug of privaudit, raised (not written where a report would skip it)."""
+    stamped = {**row, SCHEMA_KEY: SCHEMA}
+    found = problem(stamped)
+    if found:
+        raise RuntimeError(f"privaudit built a row its own schema refuses ({found})")
+    return stamped
