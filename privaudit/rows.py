@@ -135,18 +135,6 @@ class NoiseDeclaration(_Record):
     companions: list[Text] = Field(default_factory=list)
 
 
-class TrainingRow(_Row):
-    label: Text
-    title: Text
-    seed: Whole
-    config: TrainingConfig
-    metrics: dict[str, Number | None]
-    claim: ClaimRecord | None
-    history: list[Annotated[dict[str, Number], BeforeValidator(lambda v: _evaluation(v))]]
-    messages: dict[str, Whole]
-    noise: NoiseDeclaration | None = None
-
-
 def _evaluation(value: Any) -> Any:
     """A history entry: a dict of numbers that has its round."""
     if not isinstance(value, dict):
@@ -154,6 +142,18 @@ def _evaluation(value: Any) -> Any:
     if "round" not in value:
         raise ValueError("an evaluation without its round")
     return value
+
+
+class TrainingRow(_Row):
+    label: Text
+    title: Text
+    seed: Whole
+    config: TrainingConfig
+    metrics: dict[str, Number | None]
+    claim: ClaimRecord | None
+    history: list[Annotated[dict[str, Number], BeforeValidator(_evaluation)]]
+    messages: dict[str, Whole]
+    noise: NoiseDeclaration | None = None
 
 
 class Metrics(_Record):

@@ -70,13 +70,15 @@ def test_a_report_that_cannot_be_written_is_one_line(results, tmp_path, capsys):
 # 11. A closed pipe (`privaudit list | head -1`)
 
 
-@pytest.mark.parametrize("command", [["list"], ["list", "--json"], ["claims", "campaigns/demo.toml", "--json"]])
-def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(command):
+@pytest.mark.parametrize("command", [["list"], ["list", "--json"], ["claims", "campaigns/demo.toml", "--json"],
+                                     ["report", "{results}", "--format", "json"]])
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(results, command):
     """The reader closes its end before the command writes (what `| head -1` does to a longer
     output): no traceback, and the exit status of a process stopped by SIGPIPE."""
     import subprocess
     import sys
 
+    command = [part.format(results=results) for part in command]
     process = subprocess.Popen([sys.executable, "-m", "privaudit.cli", *command], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True,
                                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
