@@ -200,6 +200,8 @@ def _report(args: argparse.Namespace) -> int:
             _say_skipped(args.results_dir)
             return 0
         report = render_report(args.results_dir, output)
+    except BrokenPipeError:
+        raise  # the reader of stdout left: `main` ends quietly
     except OSError as error:
         raise PrivauditError(f"cannot write the report: {error.strerror or error} ({error.filename or output})") from None
     _say_skipped(args.results_dir)
