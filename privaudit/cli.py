@@ -12,6 +12,8 @@
     privaudit claims [CAMPAIGN.toml] [--json]              each run's claim beside its sound ε
     privaudit report RESULTS_DIR [-o FILE]                 re-render the report of a results directory
         [--format html|json]                               json: the verdict table's records on stdout
+    run, report: [--fail-on VERDICT]                       the privacy gate: exit 1 on a verdict of that
+                                                           kind (`reports.gate`)
     privaudit audit MECHANISM [--param K=V ...] [--json]   empirical DP lower bound of a mechanism vs its claim
     every command: [--threads N]                           torch's CPU threads (default 1; see privaudit.threads)
 
@@ -99,6 +101,7 @@ def _run(args: argparse.Namespace) -> int:
     from reports.html import render_report
     from reports.summary import summary, summary_table
 
+    fail_on = _fail_on(args)
     executor = make_executor(args.backend, args.workers, args.ray_address)
     campaign, text = read_campaign(args.campaign, allow_code=args.allow_code)
     _warn(campaign.warnings())
@@ -108,8 +111,29 @@ def _run(args: argparse.Namespace) -> int:
     report = render_report(out)
     print(f"results: {store.path}")
     print(f"report:  {report.resolve()}")
-    print(f"\n{summary_table(summary(out))}")
-    return 0
+    found = summary(out)
+    print(f"\n{summary_table(found)}")
+    return _gate(out, found, fail_on)
+
+
+def _fail_on(args: argparse.Namespace) -> list[str]:
+    """The statuses `--fail-on` names, checked before any work (`reports.gate.statuses`)."""
+    from reports.gate import statuses
+
+    return statuses(args.fail_on)
+
+
+def _gate(results_dir: str | Path, found: dict, fail_on: list[str]) -> int:
+    """Exit status 1 when a verdict's status is one `fail_on` names, after writing the verdicts for
+    a CI system and saying which verdicts failed (on stderr, where a `--format json` reader's
+    stdout stays JSON); 0 otherwise, and without `--fail-on`."""
+    if not fail_on:
+        return 0
+    from reports.gate import failing, gate_line, write_gate_files
+
+    written = write_gate_files(results_dir, found, fail_on)
+    print(f"{gate_line(found, fail_on)} (verdicts: {written[0]}, {written[1]})", file=sys.stderr)
+    return 1 if failing(found, fail_on) else 0
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -186,27 +210,30 @@ def _report(args: argparse.Namespace) -> int:
     from privaudit.results import output_file, write_atomic
     from reports.html import render_report
 
+    fail_on = _fail_on(args)
     output = output_file(args.results_dir, args.output) if args.output else None
     try:
-        if args.format == "json":
+        if args.format == "json" or fail_on:
             from privaudit.results import json_safe
             from reports.summary import summary
 
-            text = json.dumps(json_safe(summary(args.results_dir)), indent=2, ensure_ascii=False, allow_nan=False)
+            found = summary(args.results_dir)
+        if args.format == "json":
+            text = json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False)
             if output is not None:
                 write_atomic(output, (text + "\n").encode("utf-8"))
             else:
                 print(text)
             _say_skipped(args.results_dir)
-            return 0
+            return _gate(args.results_dir, found, fail_on)
         report = render_report(args.results_dir, output)
+        _say_skipped(args.results_dir)
+        print(f"report: {report.resolve()}")
+        return _gate(args.results_dir, found, fail_on) if fail_on else 0
     except BrokenPipeError:
         raise  # the reader of stdout left: `main` ends quietly
     except OSError as error:
         raise PrivauditError(f"cannot write the report: {error.strerror or error} ({error.filename or output})") from None
-    _say_skipped(args.results_dir)
-    print(f"report: {report.resolve()}")
-    return 0
 
 
 def _key_values(items: Sequence[str]) -> dict[str, str]:
@@ -260,6 +287,10 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+FAIL_ON_HELP = ("the privacy gate: exit 1 when a verdict has this status (refuted, understated, …; repeatable or "
+                "comma-separated), saying which on one line, with the verdicts written to verdicts.json and "
+                "verdicts.junit.xml in the results folder")
+
 _MAX_THREADS = 1024
 
 
@@ -299,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where cells run: local (this machine's processes) or ray (default local)")
     run.add_argument("--workers", type=_whole(1), default=1, metavar="N",
                      help="cells run at once (default 1: one after another in this process)")
+    run.add_argument("--fail-on", action="append", default=[], metavar="VERDICT",
+                     help=FAIL_ON_HELP)
     run.add_argument("--ray-address", metavar="ADDR", help="a running Ray cluster to join (default: start a local Ray "
                      "instance with --workers CPUs); the results directory must be shared with its nodes")
     run.set_defaults(handler=_run)
@@ -330,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "stdout)")
     report.add_argument("--format", choices=("html", "json"), default="html",
                         help="html: render the report (default); json: print the verdicts as JSON records")
+    report.add_argument("--fail-on", action="append", default=[], metavar="VERDICT", help=FAIL_ON_HELP)
     report.set_defaults(handler=_report)
 
     audit = commands.add_parser(

@@ -13,6 +13,7 @@ from its own code and the runs alone — no hand-written law — and the audit i
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ElementTree
 import sys
 from pathlib import Path
 
@@ -101,7 +102,12 @@ def test_a_third_party_defense_is_refuted_against_the_attacker_who_removes_its_n
     is refuted. Curious neighbour 3 hears every broadcast but no share of agent 0's: its bound
     stays within the claim."""
     monkeypatch.chdir(ROOT)
-    assert main(["run", "examples/share_gossip.toml", "--out", str(tmp_path / "out"), "--quiet", "--allow-code"]) == 0
+    # the privacy gate (issue 27): the refuted claim fails the run, and the JUnit file says which
+    assert main(["run", "examples/share_gossip.toml", "--out", str(tmp_path / "out"), "--quiet", "--allow-code",
+                 "--fail-on", "refuted"]) == 1
+    suite = ElementTree.parse(tmp_path / "out" / "verdicts.junit.xml").getroot()
+    failed = [case.get("name") for case in suite if case.find("failure") is not None]
+    assert suite.get("failures") == "1" and len(failed) == 1 and "share gossip" in failed[0].lower()
     rows = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
     audits = {row["label"]: row for row in rows if row["type"] == "audit"}
     listener, neighbour = audits["global listener"], audits["curious neighbour 3"]

@@ -1,0 +1,78 @@
+"""The privacy gate: a CI job fails when a verdict of a kind it names appears.
+
+Users of privacy tools build release gates by hand (fail the build when an attack beats a
+threshold). `privaudit run … --fail-on refuted` (and `privaudit report DIR --fail-on …`, on
+results already computed) exits 1 when any verdict has a status the flag names, says which in one
+line, and writes the verdicts where a CI system reads them: `verdicts.json` (the records of
+`privaudit report --format json`) and `verdicts.junit.xml` (one test case per verdict, failed
+where its status is gated, so the CI's test view lists each claim). The verdicts are the
+report's own (`reports.summary`), so the gate, the terminal and the page never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import Any
+
+from privaudit.errors import UsageError, printable
+from privaudit.results import json_safe, write_atomic
+from reports.verdicts import MEANINGS
+
+JSON_FILE = "verdicts.json"
+JUNIT_FILE = "verdicts.junit.xml"
+
+
+def statuses(values: list[str]) -> list[str]:
+    """The statuses `--fail-on` names (repeatable, or comma-separated); a UsageError naming an
+    unknown one and the choices."""
+    chosen = [value.strip() for text in values for value in text.split(",") if value.strip()]
+    unknown = [value for value in chosen if value not in MEANINGS]
+    if unknown:
+        raise UsageError(f"--fail-on: unknown verdict '{unknown[0]}' (choose from {', '.join(MEANINGS)})")
+    return list(dict.fromkeys(chosen))
+
+
+def failing(found: dict[str, Any], fail_on: list[str]) -> list[dict[str, Any]]:
+    """The verdict records whose status is one `fail_on` names."""
+    return [record for record in found["verdicts"] if record["status"] in fail_on]
+
+
+def gate_line(found: dict[str, Any], fail_on: list[str]) -> str:
+    """One line: which verdicts fail the gate, or that none does."""
+    failed = failing(found, fail_on)
+    gated = " or ".join(fail_on)
+    if not failed:
+        return f"privacy gate passed: no verdict is {gated} ({len(found['verdicts'])} verdicts)"
+    names = "; ".join(f"{printable(record['subject'])} ({record['status']})" for record in failed)
+    return f"privacy gate failed: {len(failed)} of {len(found['verdicts'])} verdicts {gated}: {names}"
+
+
+def junit(found: dict[str, Any], fail_on: list[str]) -> str:
+    """The verdicts as a JUnit XML test suite: one case per verdict, a failure where its status is
+    gated, its numbers in the case's output. Control characters are escaped (XML 1.0 has no way to
+    write most of them)."""
+    failed = failing(found, fail_on)
+    suite = ElementTree.Element("testsuite", name="privaudit verdicts", tests=str(len(found["verdicts"])),
+                                failures=str(len(failed)), errors="0", skipped="0")
+    for record in found["verdicts"]:
+        case = ElementTree.SubElement(suite, "testcase", classname=f"privaudit.{record['status'].replace(' ', '_')}",
+                                      name=printable(record["subject"]))
+        numbers = (f"status {record['status']}; claimed ε {record['eps_claimed']}; sound ε {record['eps_sound']}; "
+                   f"empirical ε_LB {record['eps_lb']}; estimate {record['eps_estimate']}")
+        if record in failed:
+            ElementTree.SubElement(case, "failure", message=f"{record['status']}: {MEANINGS[record['status']]}",
+                                   type=record["status"]).text = printable(numbers)
+        ElementTree.SubElement(case, "system-out").text = printable(numbers)
+    return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_gate_files(results_dir: str | Path, found: dict[str, Any], fail_on: list[str]) -> tuple[Path, Path]:
+    """Write `verdicts.json` and `verdicts.junit.xml` into the results folder (atomically)."""
+    folder = Path(results_dir)
+    paths = folder / JSON_FILE, folder / JUNIT_FILE
+    write_atomic(paths[0], (json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+                 .encode("utf-8"))
+    write_atomic(paths[1], junit(found, fail_on).encode("utf-8"))
+    return paths
