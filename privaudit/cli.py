@@ -15,6 +15,7 @@
     run, report: [--fail-on VERDICT]                       the privacy gate: exit 1 on a verdict of that
                                                            kind (`reports.gate`)
     privaudit audit MECHANISM [--param K=V ...] [--json]   empirical DP lower bound of a mechanism vs its claim
+        [--claim-eps E [--claim-delta D]]                  … or vs a claim you state
     every command: [--threads N]                           torch's CPU threads (default 1; see privaudit.threads)
 
 Any `PrivauditError` (bad field, missing file, unknown name) and any bad option is printed on one
@@ -260,7 +261,7 @@ def _audit(args: argparse.Namespace) -> int:
 
     report = audit(args.mechanism, _key_values(args.param), adjacency=args.adjacency, dim=args.dim,
                    releases=args.releases, samples=args.samples, confidence=args.confidence, delta=args.delta,
-                   seed=args.seed)
+                   seed=args.seed, claim_eps=args.claim_eps, claim_delta=args.claim_delta)
     row = report.as_dict()
     if args.json:
         print(json.dumps(row, indent=2))
@@ -384,6 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--delta", type=_finite, default=1e-5,
                        help="δ at which ε_LB is reported, and of claims that take δ as input (default 1e-5)")
     audit.add_argument("--confidence", type=_finite, default=0.95, help="confidence of the bounds (default 0.95)")
+    audit.add_argument("--claim-eps", type=_finite, metavar="E",
+                       help="test the claim you state, (E, --claim-delta)-DP for this adjacency and releases, instead "
+                       "of the mechanism's own formula (the ε bound is then taken at your δ)")
+    audit.add_argument("--claim-delta", type=_finite, metavar="D", help="δ of the claim you state (default 0)")
     audit.add_argument("--seed", type=_whole(0), default=0, help="random seed (default 0)")
     audit.add_argument("--json", action="store_true", help="one JSON object")
     audit.set_defaults(handler=_audit)

@@ -170,7 +170,7 @@ def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Ite
     wire = Wire(setup.topology, taps)
     history = [evaluate(setup.model, setup.data, _checked_states(defense, "before round 0"), 0)] if evaluation else []
     start = time.perf_counter()
-    for t in tqdm(range(rounds), desc=label or defense.name, disable=not progress, leave=False):
+    for t in tqdm(range(rounds), desc=label or defense.name, disable=None if progress else True, leave=False):
         defense.step(t, wire)
         broken = _non_finite_states(_checked_states(defense, f"after round {t}"))
         if broken:

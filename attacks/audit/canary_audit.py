@@ -66,6 +66,7 @@ from defenses.external import checked_claim
 from privaudit import devices
 from privaudit.accounting import Claim
 from privaudit.errors import ConfigError
+from privaudit.progress import Progress
 from privaudit.setup import Setup
 from privaudit.sim import simulate
 from privaudit.threats import build_tap
@@ -410,7 +411,8 @@ def _one_thread() -> None:
 
 
 def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: int | None = None,
-           workers: int = 1, device: torch.device | None = None) -> tuple[np.ndarray, Laws, np.ndarray]:
+           workers: int = 1, device: torch.device | None = None,
+           progress: Progress | None = None) -> tuple[np.ndarray, Laws, np.ndarray]:
     """`runs` independent scores of one world (canary present when `include`), `worlds` runs per
     simulation, the simulations spread over `workers` processes; simulation c is seeded by (seed,
     side, c), so the two sides of an audit never share a draw, even when both leave the canary out
@@ -429,14 +431,21 @@ def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: i
     present = torch.full((len(game.canaries),), include)
     first = _scores_of(game, present, seeds[0], sizes[0], "check", device)
     reading = first[3]
+    tick = progress.update if progress is not None else (lambda count: None)
+    tick(sizes[0])
     if workers > 1 and chunks > 2:
         context = multiprocessing.get_context("forkserver")
         with ProcessPoolExecutor(min(workers, chunks - 1), mp_context=context, initializer=_one_thread) as pool:
-            rest = list(pool.map(_scores_of, itertools.repeat(game), itertools.repeat(present), seeds[1:], sizes[1:],
-                                 itertools.repeat(reading)))
+            rest = []
+            for found in pool.map(_scores_of, itertools.repeat(game), itertools.repeat(present), seeds[1:], sizes[1:],
+                                  itertools.repeat(reading)):
+                rest.append(found)
+                tick(len(found[0]))
     else:
-        rest = [_scores_of(game, present, chunk_seed, size, reading, device)
-                for chunk_seed, size in zip(seeds[1:], sizes[1:])]
+        rest = []
+        for chunk_seed, size in zip(seeds[1:], sizes[1:]):
+            rest.append(_scores_of(game, present, chunk_seed, size, reading, device))
+            tick(size)
     found = [first, *rest]
     widths = {features.shape[1] for _, _, features, _ in found}
     if len(widths) > 1:
@@ -461,14 +470,14 @@ def audit_delta(claim: Claim, delta: float | None) -> float:
 
 def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: float | None = None,
                seed: int = 0, null: bool = False, worlds: int | None = None, workers: int = 1,
-               protocol: str = "auto") -> dict[str, Any]:
+               protocol: str = "auto", progress: Progress | None = None) -> dict[str, Any]:
     """`runs` runs per world, ε_LB at δ (`audit_delta`) with `confidence` and, when 0 < δ < 1, the
     GDP estimate (`attacks.audit.estimates`), beside the defense's claimed and sound ε. `null` runs the
     canary-free world on both sides (the attacker still scores against the canary): a calibration
     whose ε_LB must be 0 but for a (1 − confidence) chance, and its estimate 0 but for a
     `attacks.audit.estimates.NULL_RATE` chance. `protocol`: "model" (threshold from the law),
     "held-out", or "auto" (the model when the canary is a gradient canary and the channel has a
-    noise law). Returns a JSON-ready record."""
+    noise law). `progress` counts the 2 × `runs` runs as they are scored. Returns a JSON-ready record."""
     if runs < _MIN_RUNS:
         raise ConfigError(f"runs must be >= {_MIN_RUNS} per world (a quarter chooses the test), got {runs}")
     if not 0 < confidence < 1:
@@ -480,9 +489,9 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
     device = devices.audit_device()
     start = time.perf_counter()
     scores_out, laws, features_out = scores(game, runs, False, seed, side=0, worlds=worlds, workers=workers,
-                                            device=device)
+                                            device=device, progress=progress)
     scores_in, _, features_in = scores(game, runs, not null, seed, side=1, worlds=worlds, workers=workers,
-                                       device=device)
+                                       device=device, progress=progress)
     wall = time.perf_counter() - start
     if game.law_free is not None:
         scores_out, scores_in = projection_scores(features_out, features_in)

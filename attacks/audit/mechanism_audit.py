@@ -31,6 +31,7 @@ from attacks.audit.bounds import SELECT_FRACTION, Bound, Target, bound_test, cho
 from attacks.audit.mechanisms import (NORMS, ROUNDING_DECIMALS, Mechanism, MechanismClaim, Pair, Setting, Sound, build,
                                       privacy_curve)
 from attacks.audit.verdict import Verdict, decide
+from privaudit.accounting import Claim
 from privaudit.errors import ConfigError
 from privaudit.limits import MAX_SEED, require
 
@@ -353,23 +354,50 @@ def search(mechanism: Mechanism, candidates: list[Pair], pilot: int, releases: i
 
 def audit(name: str, params: dict[str, Any] | None = None, *, adjacency: str = "l1", dim: int = 1,
           releases: int = 1, samples: int | None = None, confidence: float = 0.95, delta: float = 1e-5,
-          seed: int = 0, test: TestKind = "auto") -> AuditReport:
+          seed: int = 0, test: TestKind = "auto", claim_eps: float | None = None,
+          claim_delta: float | None = None) -> AuditReport:
     """Audit mechanism `name`: search the adjacency's candidate pairs, bound ε at `delta` and δ at
     the claim's ε (0 without one) at `confidence` from `samples` fresh observations per input
-    (`default_samples` when None), and judge the claim. ConfigError (one line) on bad input,
-    finite extremes included: a parameter whose noise scale or privacy loss is not representable
-    in floating point (ε = 1e300, σ = 1e-300) overflows somewhere in the claim, the accountant or
-    the sampler, and is refused as the input it is."""
+    (`default_samples` when None), and judge the claim: the mechanism's own (the paper's or the
+    textbook's formula), or, with `claim_eps`, the (`claim_eps`, `claim_delta`)-DP you state for
+    the adjacency and releases audited (`stated_claim`; the ε bound is then taken at your δ).
+    ConfigError (one line) on bad input, finite extremes included: a parameter whose noise scale
+    or privacy loss is not representable in floating point (ε = 1e300, σ = 1e-300) overflows
+    somewhere in the claim, the accountant or the sampler, and is refused as the input it is."""
+    if claim_eps is None and claim_delta is not None:
+        raise ConfigError("--claim-delta needs --claim-eps: the claim you state is (ε, δ)-DP")
+    if claim_eps is not None:
+        if not (math.isfinite(claim_eps) and claim_eps >= 0):
+            raise ConfigError(f"--claim-eps must be a finite number >= 0, got {claim_eps}")
+        claim_delta = 0.0 if claim_delta is None else claim_delta
+        if not 0 <= claim_delta < 1:
+            raise ConfigError(f"--claim-delta must be in [0, 1), got {claim_delta}")
+        delta = claim_delta
+    stated = None if claim_eps is None else (claim_eps, claim_delta)
     try:
-        return _audit(name, params, adjacency, dim, releases, samples, confidence, delta, seed, test)
+        return _audit(name, params, adjacency, dim, releases, samples, confidence, delta, seed, test, stated)
     except (OverflowError, ZeroDivisionError) as error:
         given = ", ".join(f"{key} = {value}" for key, value in (params or {}).items()) or "its defaults"
         raise ConfigError(f"mechanism '{name}' with {given}: its arithmetic overflows ({error}); choose parameters "
                           "whose noise scale and privacy loss are representable numbers") from None
 
 
+def stated_claim(mechanism: Mechanism, setting: Setting, adjacency: str, eps: float, delta: float) -> MechanismClaim:
+    """The (ε, δ)-DP claim a user states for `mechanism` on the command line, for the audited
+    adjacency and number of releases, beside the mechanism's sound ε: what a reviewer tests when
+    the paper's number is not the textbook formula the mechanism carries."""
+    sound = mechanism.sound(setting, eps)
+    notion = "ε-DP (pure)" if delta == 0 else "(ε, δ)-DP"
+    record = Claim(
+        defense=mechanism.name, notion=notion, adjacency=f"‖x − x′‖ ≤ 1 in {adjacency}, {setting.releases} release(s) "
+        "seen together", eps_claimed=eps, eps_stated=eps, eps_sound=sound.eps, delta=delta, horizon=setting.releases,
+        equation=f"the claim stated with --claim-eps {eps:g} --claim-delta {delta:g}", sound_method=sound.method)
+    return MechanismClaim(record, f"the stated ({eps:g}, {delta:g})-DP", eps, delta, setting.norm)
+
+
 def _audit(name: str, params: dict[str, Any] | None, adjacency: str, dim: int, releases: int, samples: int | None,
-           confidence: float, delta: float, seed: int, test: TestKind) -> AuditReport:
+           confidence: float, delta: float, seed: int, test: TestKind,
+           stated: tuple[float, float] | None = None) -> AuditReport:
     start = time.perf_counter()
     mechanism = build(name, params)
     if adjacency not in NORMS:
@@ -377,7 +405,7 @@ def _audit(name: str, params: dict[str, Any] | None, adjacency: str, dim: int, r
     _check(dim, releases, samples, confidence, delta, seed)
     samples = default_samples(dim, releases) if samples is None else samples
     setting = Setting(NORMS[adjacency], dim, releases, delta)
-    audited = mechanism.claim(setting)
+    audited = mechanism.claim(setting) if stated is None else stated_claim(mechanism, setting, adjacency, *stated)
     at_eps = audited.eps if audited is not None and audited.eps is not None else 0.0
     targets: list[tuple[Target, float]] = [("eps", delta), ("delta", at_eps)]
     pilot_rng, final_rng, premise_pilot_rng, premise_rng = np.random.default_rng(seed).spawn(4)

@@ -58,6 +58,7 @@ from privaudit.accounting import Claim, Neighbours
 from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand, shipped
 from privaudit.campaign.config import AuditConfig, parse_campaign
 from privaudit.errors import ConfigError
+from privaudit.progress import Progress
 
 
 def _finite(value: float | None) -> float | None:
@@ -284,14 +285,20 @@ def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
             f"{record.get('pair') or 'canary present or absent'}")
 
 
-def canary_finding(cell: AuditCell) -> dict[str, Any]:
+def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
     """The canary audit of the training cell `cell.training` (its data, run shape, hyperparameters
-    and seed): `cell.table.runs` runs per world, or one run with `cell.table.canaries` canaries."""
+    and seed): `cell.table.runs` runs per world, or one run with `cell.table.canaries` canaries.
+    With `progress`, the runs are counted on stderr as they are scored (`privaudit.progress`)."""
     table, training = cell.table, cell.training
     game = _game(cell)
     if table.method == "repeated":
-        record = audit_game(game, runs=table.runs, confidence=table.confidence, delta=table.delta,
-                            seed=training.seed, protocol=table.protocol)
+        counter = Progress(f"{cell.label} on {training.label}", 2 * table.runs) if progress else None
+        try:
+            record = audit_game(game, runs=table.runs, confidence=table.confidence, delta=table.delta,
+                                seed=training.seed, protocol=table.protocol, progress=counter)
+        finally:
+            if counter is not None:
+                counter.close()
     else:
         record = one_run_game(game, guesses=table.guesses, confidence=table.confidence, delta=table.delta,
                               seed=training.seed)
@@ -465,16 +472,16 @@ _EMPTY = {"eps_lb": None, "delta_lb": None, "delta_lb_eps": None, "eps_claimed":
           "tightness": None, "curve": [], "attack": None, "findings": [], "detail": None}
 
 
-def audit_row(cell: AuditCell) -> dict[str, Any]:
+def audit_row(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
     """The results row of one audit cell; an audit that fails on a value (a non-finite score, a
     mechanism that cannot be sampled), or whose defense, written outside privaudit, raises
-    anything, gives a `failed: …` row and the campaign goes on."""
+    anything, gives a `failed: …` row and the campaign goes on. `progress`: a canary audit counts
+    its runs on stderr."""
     started = time.perf_counter()
     table = cell.table
     try:
-        finding = {"mechanism": mechanism_finding, "canary": canary_finding,
-                   "reconstruction": reconstruction_finding}[table.kind]
-        found = finding(cell)
+        found = (canary_finding(cell, progress) if table.kind == "canary" else
+                 {"mechanism": mechanism_finding, "reconstruction": reconstruction_finding}[table.kind](cell))
         found["status"] = "ok"
     except Exception as error:  # noqa: BLE001 - only a value error, or a defense written elsewhere, fails a row
         plugin = cell.training is not None and not shipped(cell.training.run.kind)

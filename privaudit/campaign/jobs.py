@@ -238,7 +238,7 @@ class AuditJob:
 def run_audit_job(job: AuditJob, store: ResultsStore, progress: bool = False) -> Iterator[Finished]:
     """The audit's row (`privaudit.campaign.audit_findings.audit_row`)."""
     cell = job.cell
-    row = audit_row(cell)
+    row = audit_row(cell, progress)
     on = "" if cell.training is None else f" on {cell.training.label}"
     yield Finished(row, f"{cell.label}{on} seed {cell.seed}: {audit_headline(row)} ({row['wall_s']:.1f} s)")
 

@@ -1,0 +1,40 @@
+"""Progress of long steps (issue 27, item 3): in a log (not a terminal) a canary audit writes one
+plain line per interval — runs done, rate, time left as an estimate — and no carriage return
+reaches the log from any progress bar."""
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from privaudit.progress import Progress
+
+ROOT = Path(__file__).resolve().parent.parent
+CAMPAIGN = ('[campaign]\nname = "progress"\n[data]\ndataset = "digits"\nmax_train = 200\n[[defense]]\n'
+            'kind = "dp_dpsgd"\nlabel = "DP"\nagents = 4\ntopology = "complete"\nrounds = 6\neval_every = 6\n'
+            'model = "logreg"\nbatch_size = 10\nlr = 0.5\nnoise_multiplier = 1.0\n[[audit]]\nkind = "canary"\n'
+            'label = "canary"\nruns = 600\n')
+
+
+def test_in_a_log_progress_is_plain_lines_with_the_rate_and_time_left():
+    stream = io.StringIO()
+    progress = Progress("audit", 100, every=0.0, stream=stream)
+    for _ in range(4):
+        progress.update(20)
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 4 and "\r" not in stream.getvalue()
+    assert lines[-1].startswith("  audit: 80/100 runs (") and "s left, an estimate)" in lines[-1]
+
+
+def test_a_campaign_logged_to_a_file_shows_canary_progress_and_no_carriage_return(tmp_path):
+    (tmp_path / "c.toml").write_text(CAMPAIGN)
+    log = tmp_path / "log"
+    with log.open("w") as handle:
+        code = subprocess.run([sys.executable, "-m", "privaudit.cli", "run", str(tmp_path / "c.toml"), "--out",
+                               str(tmp_path / "out")], stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT,
+                              env=os.environ | {"PRIVAUDIT_PROGRESS_SECONDS": "0"}, timeout=300).returncode
+    text = log.read_text()
+    assert code == 0 and "\r" not in text
+    assert any(line.startswith("  canary on DP: ") and "/1,200 runs" in line for line in text.splitlines()), text
