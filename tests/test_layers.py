@@ -23,13 +23,16 @@ def _package(name: str):
 
 
 campaign_machinery = _package("privaudit.campaign")
-cli = _package("privaudit.cli")
+cli = lambda module: _package("privaudit.cli")(module) or _package("privaudit.api")(module)  # noqa: E731
+"""The front ends on top of every layer: the command line and the Python API (`privaudit.api`)."""
 defenses, attacks, reports, campaigns = map(_package, ("defenses", "attacks", "reports", "campaigns"))
 
 
 def engine(module: str) -> bool:
-    """The engine: every module of `privaudit` but the campaign machinery and the CLI."""
-    return _package("privaudit")(module) and not campaign_machinery(module) and not cli(module)
+    """The engine: every module of `privaudit` but the campaign machinery, the front ends and the
+    package's own `__init__`, a facade that re-exports the public API lazily."""
+    return (_package("privaudit")(module) and module != "privaudit" and not campaign_machinery(module)
+            and not cli(module))
 
 
 READ_BY_REPORTS = {"privaudit", "privaudit.results", "privaudit.files", "privaudit.errors"}
