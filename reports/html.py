@@ -102,6 +102,10 @@ def _mean_wall(runs: list[dict[str, Any]]) -> str:
 
 
 def _spread(values: list[float], digits: str) -> str:
+    """Mean ± population std over seeds; one seed's value alone (a "± 0.000" would read as a
+    measured spread)."""
+    if len(values) == 1:
+        return f"{values[0]:{digits}}"
     return f"{mean(values):{digits}} ± {pstdev(values):{digits}}"
 
 

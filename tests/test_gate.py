@@ -57,3 +57,13 @@ def test_the_junit_suite_parses_whatever_the_subjects_hold():
                            "eps_lb": 2.0, "eps_estimate": None}]}
     suite = ElementTree.fromstring(junit(found, ["refuted"]).split("\n", 1)[1])
     assert suite.get("failures") == "1" and suite[0].get("name") == "a <b> & \\x1b[31m\\x00"
+
+
+def test_one_seed_shows_its_value_without_a_spread(gated):
+    """Issue 27, item 2: "±" only with several seeds (a "± 0.000" reads as a measured spread)."""
+    _, out = gated
+    page = (out / "report.html").read_text()
+    training = page[page.index('<section id="training">'):]
+    training = training[:training.index("</section>")]
+    table = training.split("</table>", 1)[0]
+    assert "accuracy" in table and "±" not in table
