@@ -1,4 +1,4 @@
-"""Auditing a defense end to end from Python (`privaudit`'s public API, `privaudit/api.py`).
+"""Auditing a defense end to end from Python (`privaudit`'s public API, `privaudit/campaign/api.py`).
 
     python examples/api_audit.py [RESULTS_DIR]
 

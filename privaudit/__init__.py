@@ -1,10 +1,10 @@
 """privaudit: audit what an eavesdropper learns from private decentralized learning.
 
-The public Python API (`privaudit.api`), re-exported here lazily so that importing the package
+The public Python API (`privaudit.campaign.api`), re-exported here lazily so that importing the package
 loads nothing heavy (the CLI sets torch's thread policy before torch is first imported):
 
     privaudit.load_campaign, privaudit.run, privaudit.results, privaudit.audit,
-    privaudit.Results, privaudit.Verdict                       (privaudit.api)
+    privaudit.Results, privaudit.Verdict                       (privaudit.campaign.api)
     privaudit.Defense, privaudit.DefenseParams, privaudit.register   (a defense of your own)
     privaudit.Claim, privaudit.Neighbours                      (what it claims)
     privaudit.Kind, privaudit.Extractor, privaudit.register_extractor, privaudit.register_model_view,
@@ -19,7 +19,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    **dict.fromkeys(("load_campaign", "run", "results", "audit", "Results", "Verdict"), "privaudit.api"),
+    **dict.fromkeys(("load_campaign", "run", "results", "audit", "Results", "Verdict"), "privaudit.campaign.api"),
     **dict.fromkeys(("Defense", "DefenseParams", "register"), "defenses.base"),
     **dict.fromkeys(("Claim", "Neighbours"), "privaudit.accounting"),
     "Kind": "privaudit.wire",

@@ -1,4 +1,4 @@
-"""The public Python API (`privaudit.api`, re-exported lazily by the package): the example script
+"""The public Python API (`privaudit.campaign.api`, re-exported lazily by the package): the example script
 audits a third-party defense end to end from Python, and the API keeps the CLI's guards."""
 
 import subprocess

@@ -3,8 +3,6 @@ hyperparameters — extremes included (1e-300, 1e300, the largest and smallest f
 integers, 0 and negatives) — prints its claims table or fails in one line (exit 2), never a
 traceback. Each defense runs on the data its seed paper uses (`tests/test_canary.py`'s tables)."""
 
-import math
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -53,7 +51,6 @@ def test_random_hyperparameters_give_a_claims_table_or_one_line(folder, capsys, 
     fields = numeric_fields(kind)
     chosen = data.draw(st.dictionaries(st.sampled_from(fields), values, max_size=3)) if fields else {}
     rounds = data.draw(st.sampled_from([1, 3, 30, 1000]))
-    assert all(math.isfinite(value) for value in chosen.values())
     required = {line.split(" = ")[0]: line for line in REQUIRED.get(kind, "").splitlines()}
     lines = "".join(f"{line}\n" for name, line in required.items() if name not in chosen)
     lines += "".join(f"{name} = {toml_value(value)}\n" for name, value in chosen.items())

@@ -22,9 +22,11 @@ def _package(name: str):
     return lambda module: module == name or module.startswith(name + ".")
 
 
-campaign_machinery = _package("privaudit.campaign")
-cli = lambda module: _package("privaudit.cli")(module) or _package("privaudit.api")(module)  # noqa: E731
-"""The front ends on top of every layer: the command line and the Python API (`privaudit.api`)."""
+api = _package("privaudit.campaign.api")
+campaign_machinery = lambda module: _package("privaudit.campaign")(module) and not api(module)  # noqa: E731
+cli = lambda module: _package("privaudit.cli")(module) or api(module)  # noqa: E731
+"""The front ends on top of every layer: the command line and the Python API (`privaudit.campaign.api`,
+in the campaign package, the top of the layers the project's import checker knows)."""
 defenses, attacks, reports, campaigns = map(_package, ("defenses", "attacks", "reports", "campaigns"))
 
 

@@ -2,7 +2,8 @@
 
 The command line is one front end; this module is the other, for a notebook or a script, and it
 calls the same pieces (`privaudit run` is `run` plus the terminal table). It sits on top of the
-layers, beside the CLI; the package re-exports it (`privaudit.run`, `privaudit.load_campaign`, …)
+layers, beside the CLI (in the campaign package, whose only module that reads reports it is);
+the package re-exports it (`privaudit.run`, `privaudit.load_campaign`, …)
 lazily, so importing `privaudit` stays cheap.
 
     import privaudit
@@ -91,7 +92,7 @@ def run(campaign: Campaign | str | Path, out: str | Path, *, allow_code: bool = 
         text = Path(campaign).read_text(encoding="utf-8")
         campaign = _load_file(campaign, allow_code=allow_code)
     elif isinstance(campaign, Campaign):
-        text = "# a campaign built in Python (privaudit.api): no campaign file\n"
+        text = "# a campaign built in Python (privaudit.campaign.api): no campaign file\n"
     else:
         raise ConfigError("run takes a campaign file or a campaign from privaudit.load_campaign")
     run_campaign(campaign, text, out, force=force, progress=progress, executor=make_executor("local", workers),
