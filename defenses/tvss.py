@@ -199,9 +199,18 @@ class Schedule:
         if self.gamma == 0:
             return None
         k = max(0, math.floor(((cap - 1) / self.a3) ** (1 / self.gamma) - self.a2) - 1)
-        while self.batch(k) < cap:
-            k += 1
-        return k
+        for k in range(k, k + _ROUNDING_STEPS):
+            if self.batch(k) >= cap:
+                return k
+        raise ValueError(f"the batch schedule γ_k = ⌈a₃(k+a₂)^γ⌉ (a₃ = {self.a3:g}, a₂ = {self.a2:g}, γ = {self.gamma:g}) "
+                         f"does not reach {cap} within {_ROUNDING_STEPS} steps of its closed form: floating point "
+                         "cannot evaluate it at these parameters")
+
+
+_ROUNDING_STEPS = 1000
+"""How far past its closed form `Schedule.capped_from` looks for the first capped step: the
+closed form misses only by rounding, a step or two; at extreme parameters (γ near 0) floating
+point cannot place it and the search would run for hours (the claims fuzz found one)."""
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("claims_fuzz")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_hyperparameters_give_a_claims_table_or_one_line(folder, capsys, data):
     kind = data.draw(st.sampled_from(KINDS))

@@ -44,7 +44,7 @@ def mutated(data: st.DataObject) -> dict:
     return row
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=600, deadline=None, derandomize=True)
 @given(data=st.data())
 def test_a_mutated_row_is_read_or_skipped_with_its_reason(data):
     row = mutated(data)
@@ -58,7 +58,7 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("fuzzed_rows")
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_report_renders_whatever_the_reader_keeps(folder, data):
     row = mutated(data)
