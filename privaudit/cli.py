@@ -7,8 +7,9 @@
                                                            a one-paragraph summary, or the one-line error
     run, check, claims: [--allow-code]                     import the modules a campaign lists in
                                                            [campaign] imports (their code runs)
-    privaudit list [KIND] [--json]                         what a campaign can name: defenses, attacks,
+    privaudit list [KIND] [--json | --format FORMAT]       what a campaign can name: defenses, attacks,
                                                            scenarios, threats, topologies, models, datasets
+                                                           (FORMAT: text, json, markdown)
     privaudit claims [CAMPAIGN.toml] [--json]              each run's claim beside its sound ε
     privaudit report RESULTS_DIR [-o FILE]                 re-render the report of a results directory
         [--format html|json]                               json: the verdict table's records on stdout
@@ -153,8 +154,15 @@ def _list(args: argparse.Namespace) -> int:
     from privaudit.results import json_safe
 
     found = catalogue(args.kind)
-    print(json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False, default=str) if args.json
-          else catalogue_text(found))
+    form = "json" if args.json else args.format
+    if form == "json":
+        print(json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False, default=str))
+    elif form == "markdown":
+        from privaudit.campaign.catalogue import catalogue_markdown
+
+        print(catalogue_markdown(found))
+    else:
+        print(catalogue_text(found))
     return 0
 
 
@@ -349,7 +357,10 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", parents=common, help="what a campaign can name, with parameters and defaults")
     listing.add_argument("kind", nargs="?", metavar="KIND", help="only one category: defenses, attacks, scenarios, "
                          "threats, topologies, models or datasets")
-    listing.add_argument("--json", action="store_true", help="one JSON object, by category")
+    form = listing.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="one JSON object, by category (as --format json)")
+    form.add_argument("--format", choices=("text", "json", "markdown"), default="text",
+                      help="text (default), json, or markdown: the page docs/reference.md is, over every category")
     listing.set_defaults(handler=_list)
 
     claims = commands.add_parser("claims", parents=reading,

@@ -5,7 +5,8 @@ defense's pydantic `Params`, an inversion attack's dataclass fields, a mechanism
 extractors' `needs`, the canary channels, the threat models, topologies, models and datasets — and
 every parameter's type, bounds and default from the JSON schema pydantic validates it with, so the
 listing cannot drift from what `privaudit run` accepts. `catalogue` gives plain data (what
-`--json` prints); `catalogue_text` the same for a terminal.
+`--json` prints); `catalogue_text` the same for a terminal; `catalogue_markdown` the same as a
+Markdown page (`--format markdown`), which over every category is docs/reference.md.
 """
 
 from __future__ import annotations
@@ -325,3 +326,156 @@ _TEXT = {"defenses": _defenses_text, "attacks": _attacks_text, "scenarios": _sce
 def catalogue_text(found: dict[str, Any]) -> str:
     """`catalogue`'s data for a terminal: one block per category, one line per field."""
     return "\n\n".join("\n".join(_TEXT[name](value)) for name, value in found.items())
+
+
+# ---------------------------------------------------------------- Markdown
+
+MARKDOWN_COMMAND = ".venv/bin/privaudit list --format markdown > docs/reference.md"
+"""The command that writes the committed campaign reference (tests/test_docs.py compares them)."""
+
+
+def _cell(text: Any) -> str:
+    """Text for one Markdown table cell: on one line, its pipes escaped (GitHub's tables split
+    on them even inside code)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _code(text: Any) -> str:
+    return f"`{_cell(text)}`" if str(text) else ""
+
+
+def _field_table(fields: list[dict[str, Any]]) -> list[str]:
+    """One row per field: name, type with bounds, default ("required"; "optional" where the
+    default is None, since TOML has no None: leave the key out), description."""
+    if not fields:
+        return ["No fields of its own."]
+    lines = ["| field | type | default | description |", "| --- | --- | --- | --- |"]
+    for field in fields:
+        kind = field["type"]
+        if field["required"]:
+            default = "required"
+        elif field["default"] is None:
+            kind, default = kind.removesuffix(" | None"), "optional"
+        else:
+            default = _code(_value(field["default"]))
+        lines.append(f"| {_code(field['name'])} | {_code(kind)} | {default} | {_cell(field['description'])} |")
+    return lines
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(_code(name) for name in names) or "none"
+
+
+_CANARY_AUDIT = {"law": "yes, scored with the noise law its view states", "law-free": "yes, law-free (from its "
+                 "extractors alone)", None: "no"}
+
+
+def _defenses_markdown(found: dict[str, Any]) -> list[str]:
+    lines = ["## Defenses", "", "A `[[defense]]` table runs one algorithm: `kind = \"...\"` names it.", "",
+             "### Fields of every `[[defense]]` table", "", *_field_table(found["table"]), "",
+             "Every other key of the table is a hyperparameter of its defense, below."]
+    for entry in found["kinds"]:
+        where = "" if entry["origin"] == "privaudit" else f" (from `{entry['origin']}`)"
+        lines += ["", f"### `{entry['kind']}`: {entry['title']}{where}", ""]
+        if entry["description"]:
+            lines += [entry["description"], ""]
+        lines += _field_table(entry["params"])
+        lines += ["", f"- scenarios (`[[attack]] scenario`): {_names(entry['scenarios'])}",
+                  f"- membership inference: {_yes(entry['membership'])}",
+                  f"- canary audit: {_CANARY_AUDIT[entry['canary_audit']]}",
+                  f"- coalition attack: {_yes(entry['coalition'])}",
+                  f"- noise parameters: {_names(entry['noise'])}"]
+    lines += [f"\nNot loaded: {problem}" for problem in found.get("unloadable", [])]
+    return lines
+
+
+def _attacks_markdown(found: dict[str, Any]) -> list[str]:
+    inversion, membership, audits = found["inversion"], found["membership"], found["audits"]
+    lines = ["## Attacks", "", "### Gradient inversion: `[[attack]]`", "",
+             "Fields of every `[[attack]]` table (`kind` names the attack below):", "",
+             *_field_table(inversion["table"])]
+    for entry in inversion["kinds"]:
+        lines += ["", f"#### `{entry['kind']}`", "", entry["description"] or entry["title"], "",
+                  *_field_table(entry["params"])]
+    lines += ["", "### Membership inference: `[[membership]]`", "",
+              f"Methods, all run at once: {_names(membership['methods'])}. Targets (`target`): "
+              f"{_names(membership['targets'])}.", "", "| defense | the intercepted model needs |", "| --- | --- |"]
+    lines += [f"| {_code(entry['defense'])} | {_cell(entry['needs'])} |" for entry in membership["models"]]
+    lines += ["", "Fields of every `[[membership]]` table:", "", *_field_table(membership["table"])]
+    lines += ["", "### Audits: `[[audit]]`", "",
+              "`kind = \"mechanism\"`, `\"canary\"` or `\"reconstruction\"`. Fields of every `[[audit]]` table:", "",
+              *_field_table(audits["table"]), "", "#### Mechanisms (`kind = \"mechanism\"`)", "",
+              "`mechanism = \"...\"` names one, `params = {...}` sets its parameters."]
+    for entry in audits["mechanisms"]:
+        of = f" One release of defense `{entry['defense']}`." if entry["defense"] else ""
+        lines += ["", f"##### `{entry['name']}`: {entry['title']}", ""] + ([of.strip(), ""] if of else [])
+        lines += _field_table(entry["params"])
+    lines += ["", "#### Canaries and channels (`kind = \"canary\"`)", "",
+              f"Canaries (`canary`): {_names(audits['canaries'])}.", "",
+              "| defense | channels (`channels`) | the channel's neighbouring relation |", "| --- | --- | --- |"]
+    lines += [f"| {_code(entry['defense'])} | {_names(entry['scenarios'])} | {_cell(entry['adjacency'])} |"
+              for entry in audits["channels"]]
+    return lines
+
+
+def _scenarios_markdown(found: list[dict[str, Any]]) -> list[str]:
+    lines = ["## Scenarios", "", "What an `[[attack]]` table's `scenario` can name, per defense, with the messages "
+             "it must hear.", "", "| defense | scenario | message kinds | needs |", "| --- | --- | --- | --- |"]
+    lines += [f"| {_code(entry['defense'])} | {_code(entry['scenario'])} | {_names(entry['kinds'])} | "
+              f"{_cell(entry['needs'])} |" for entry in found]
+    return lines
+
+
+def _threats_markdown(found: list[dict[str, Any]]) -> list[str]:
+    lines = ["## Threat models", "", "`threat = \"...\"` in `[[attack]]`, `[[membership]]` and `[[audit]]` tables."]
+    for entry in found:
+        lines += ["", f"### `{entry['name']}`", "", f"`{entry['name']}` {entry['description']}"]
+        if entry["fields"]:
+            lines += ["", *_field_table(entry["fields"])]
+        if "defenses" in entry:
+            lines += ["", f"Modelled for: {_names(entry['defenses'])}."]
+    return lines
+
+
+def _topologies_markdown(found: dict[str, Any]) -> list[str]:
+    lines = ["## Topologies", "", "`topology = \"...\"` in a `[[defense]]` table.", "", "| topology | fewest agents |",
+             "| --- | --- |"]
+    lines += [f"| {_code(entry['name'])} | {entry['min_agents'] or '—'} |" for entry in found["topologies"]]
+    return lines + ["", f"Mixing rules (`mixing`): {_names(found['mixing'])}."]
+
+
+def _models_markdown(found: list[dict[str, Any]]) -> list[str]:
+    lines = ["## Models", "", "`model = \"...\"` and `model_options = {...}` in a `[[defense]]` table.", "",
+             "| model | description | options (`model_options`) |", "| --- | --- | --- |"]
+    for entry in found:
+        options = ", ".join(_code(f"{option['name']} = {_value(option['default'])}") for option in entry["options"])
+        lines.append(f"| {_code(entry['name'])} | {_cell(entry['description'])} | {options or '—'} |")
+    return lines
+
+
+def _datasets_markdown(found: dict[str, Any]) -> list[str]:
+    return ["## Datasets", "", f"Images (`dataset`): {_names(found['images'])}.", "",
+            f"Synthetic problems, generated per agent: {_names(found['synthetic'])}.", "",
+            f"Partitions (`partition`): {_names(found['partitions'])}.", "", "Fields of the `[data]` table:", "",
+            *_field_table(found["table"])]
+
+
+_MARKDOWN = {"defenses": _defenses_markdown, "attacks": _attacks_markdown, "scenarios": _scenarios_markdown,
+             "threats": _threats_markdown, "topologies": _topologies_markdown, "models": _models_markdown,
+             "datasets": _datasets_markdown}
+
+
+def catalogue_markdown(found: dict[str, Any]) -> str:
+    """`catalogue`'s data as a Markdown page: the same entries as `catalogue_text`, with tables
+    for the fields. Over every category it is the committed campaign reference,
+    docs/reference.md (`MARKDOWN_COMMAND` writes it)."""
+    head = ["# Campaign reference", "",
+            "Everything a campaign file can name, with each field's type, bounds and default. This page is "
+            "generated from the registries `privaudit run` validates campaigns against (the same data as "
+            "`privaudit list`); do not edit it by hand. To regenerate it:", "", "```sh", MARKDOWN_COMMAND, "```"]
+    titles = [_MARKDOWN[name](value)[0].removeprefix("## ") for name, value in found.items()]
+    if len(titles) > 1:
+        head += ["", "Sections: " + " · ".join(f"[{title}](#{title.lower().replace(' ', '-')})" for title in titles)
+                 + "."]
+    sections = ["\n".join(_MARKDOWN[name](value)) for name, value in found.items()]
+    return "\n\n".join(["\n".join(head), *sections])
