@@ -1,8 +1,10 @@
 """Open a rendered report in headless Chromium and check what a reader's browser would do with it:
 no console error, no request beyond the page itself (inline `data:` images are part of it), every
-section its results call for, a first screen (1280 × 900) that shows the ε overview figure and the
-verdicts, no table row taller than that screen, no horizontal overflow of the page, and a
-screenshot of that first screen.
+section its results call for, a first screen (1280 × 900) that shows the ε overview figure, the
+verdicts and the ratio that decides each refuted one, no table row taller than that screen, no
+horizontal overflow of the page, no table wider than its container, no word or number broken across
+two lines (a run marked `.long` by `reports.notation`, a hash or a blob, is the one exception), and
+a screenshot of that first screen.
 
     python -m reports.browser_check results/demo/report.html [--screenshot FILE] [--chromium PATH]
 
@@ -58,6 +60,32 @@ DOM_PROBE = """JSON.stringify({
     text: (r.innerText || '').trim().slice(0, 80)})).reduce((a, b) => (b.height > a.height ? b : a),
     {height: 0, text: ''}),
   pageWidth: document.documentElement.scrollWidth,
+  wideTables: Array.from(document.querySelectorAll('table'), t => {
+    const box = t.parentElement.getBoundingClientRect();
+    return {width: t.getBoundingClientRect().width, container: box.width,
+            head: (t.querySelector('tr') || {innerText: ''}).innerText.trim().replace(/\\s+/g, ' ').slice(0, 80)};
+  }).filter(t => t.width > t.container + 0.5),
+  brokenTokens: (() => {
+    const found = [];
+    const token = /\\p{N}+(?:[.,]\\p{N}+)*(?:e[-+]\\p{N}+)?|[\\p{L}\\p{N}]+/gu;
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    const range = document.createRange();
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.parentElement || node.parentElement.closest('pre, .long')) continue;
+      for (const match of node.data.matchAll(token)) {
+        if (match[0].length < 2) continue;
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const lines = new Set(Array.from(range.getClientRects()).filter(r => r.width > 0).map(r => Math.round(r.top)));
+        if (lines.size > 1) found.push(match[0]);
+      }
+    }
+    return found;
+  })(),
+  refuted: Array.from(document.querySelectorAll('#verdicts li[data-status="refuted"]'), li => ({
+    subjects: li.querySelectorAll('.ratio').length,
+    bottom: Math.max(0, ...Array.from(li.querySelectorAll('.ratio'), r => r.getBoundingClientRect().bottom)),
+    ratios: Array.from(li.querySelectorAll('.ratio'), r => r.innerText)})),
   title: document.title
 })"""
 
@@ -248,9 +276,21 @@ def check_report(report: Path, screenshot: Path, chromium: str) -> str:
                           f"{tallest['text']!r}")
     if probe["pageWidth"] > VIEWPORT[0]:
         raise CheckFailed(f"the page is {probe['pageWidth']} px wide: it overflows the {VIEWPORT[0]} px window")
+    if probe["wideTables"]:
+        wide = probe["wideTables"][0]
+        raise CheckFailed(f"{len(probe['wideTables'])} table(s) wider than their container, first: "
+                          f"{wide['width']:.0f} px in {wide['container']:.0f} px ({wide['head']!r})")
+    if probe["brokenTokens"]:
+        raise CheckFailed(f"{len(probe['brokenTokens'])} word(s) or number(s) broken across lines, first: "
+                          f"{probe['brokenTokens'][0]!r}")
+    for refuted in probe["refuted"]:
+        if refuted["subjects"] == 0 or refuted["bottom"] > VIEWPORT[1]:
+            raise CheckFailed("a refuted verdict's deciding ratio is not on the first screen")
     return (f"browser check passed: {report} — sections {', '.join(probe['sections'])}; no console error; "
             f"no request beyond the page; ε figure and verdicts on the first {VIEWPORT[0]}×{VIEWPORT[1]} screen; "
-            f"tallest table row {tallest['height']:.0f} px; screenshot {screenshot}")
+            f"tallest table row {tallest['height']:.0f} px; no table wider than its container; no broken word or "
+            f"number; {sum(r['subjects'] for r in probe['refuted'])} refuted verdict(s) with their ratio on the first "
+            f"screen; screenshot {screenshot}")
 
 
 def main(argv: list[str] | None = None) -> int:

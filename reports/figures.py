@@ -15,12 +15,19 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullLocator  # noqa: E402
 
+from reports.notation import unicode_text  # noqa: E402
+
+matplotlib.rcParams["axes.formatter.min_exponent"] = 3
+"""Log axes label 1, 4.42 and 0.01 as plain numbers, not 10⁰, 4.42×10⁰ or 10⁻²; beyond three
+decades they keep powers of ten."""
+
 
 def plain(text: str) -> str:
-    """A label from a campaign as matplotlib must receive it to draw it literally: every "$"
-    escaped, so that a pair of them does not start mathtext (which would fail to parse, or draw
-    something other than the label). The log axes' own tick labels still use mathtext."""
-    return str(text).replace("$", r"\$")
+    """A label from a campaign as matplotlib must receive it to draw it literally: its indices in
+    Unicode (`y_{i,1}` → `yᵢ,₁`, `reports.notation`), every "$" escaped, so that a pair of them does
+    not start mathtext (which would fail to parse, or draw something other than the label). The log
+    axes' own tick labels still use mathtext."""
+    return unicode_text(str(text)).replace("$", r"\$")
 
 
 def to_data_uri(figure: plt.Figure) -> str:
@@ -233,13 +240,23 @@ VERDICT_COLOURS = {
 FINDING_COLOUR = "#8250df"
 """The colour of an analytic finding (premise violated, outside the theorem's range, ...)."""
 
-_MARKERS = (  # key in a verdict's values, legend label, marker, colour, filled
-    ("claimed", "claimed ε (the paper's formula, recomputed)", "D", "#1d232a", True),
-    ("stated", "stated ε (the paper's printed number)", "D", "#1d232a", False),
-    ("sound", "sound ε (a standard accountant)", "s", "#0969da", True),
-    ("eps_lb", "empirical ε lower bound (rigorous, at its confidence)", "o", "#cf222e", True),
-    ("estimate", "ε estimate (not a bound)", "o", "#cf222e", False),
+_MARKERS = (  # key in a verdict's values, legend label, marker, colour, filled, lane
+    ("claimed", "claimed ε (the paper's formula, recomputed)", "D", "#1d232a", True, -0.15),
+    ("stated", "stated ε (the paper's printed number)", "D", "#1d232a", False, -0.15),
+    ("sound", "sound ε (a standard accountant)", "s", "#0969da", True, 0.0),
+    ("eps_lb", "empirical ε lower bound (rigorous, at its confidence)", "o", "#cf222e", True, 0.15),
+    ("estimate", "ε estimate (not a bound)", "o", "#cf222e", False, 0.15),
 )
+"""Each value the overview places: the claim's two numbers share the upper lane of a verdict's row,
+the sound ε the middle, the audit's bound and estimate the lower one, so values that coincide stay
+visible; a hollow marker is drawn larger, around a filled one at the same value."""
+
+
+def _math_ratio(text: str) -> str:
+    """A verdict's deciding number (`reports.verdicts.ratio_text`) as the figure draws it: its
+    "ε_LB" and "δ_LB" with a subscript, nothing else read as mathtext."""
+    escaped = text.replace("$", r"\$")
+    return escaped.replace("ε_LB", r"$\varepsilon_{\mathrm{LB}}$").replace("δ_LB", r"$\delta_{\mathrm{LB}}$")
 
 
 def _short_label(text: str, width: int = 44) -> str:
@@ -264,36 +281,41 @@ def epsilon_overview(entries: list[dict[str, Any]]) -> str:
     for y, entry in enumerate(entries):
         if y % 2 == 0:
             axis.axhspan(y - 0.5, y + 0.5, color="#f3f5f7", zorder=0)
-        for key, _, marker, colour, filled in _MARKERS:
+        for key, _, marker, colour, filled, lane in _MARKERS:
             value = entry["values"].get(key)
             if not isinstance(value, float):
                 continue
             x = min(max(value, low), high)
-            axis.plot([x], [y], marker=marker, markersize=7, linestyle="none", zorder=3,
-                      markerfacecolor=colour if filled else "white", markeredgecolor=colour, clip_on=False)
+            axis.plot([x], [y + lane], marker=marker, markersize=6.5 if filled else 9.5, linestyle="none",
+                      zorder=4 if filled else 3, markerfacecolor=colour if filled else "none",
+                      markeredgecolor=colour, markeredgewidth=1.3, clip_on=False)
             if value <= low or value >= high:
-                text = "0" if value <= 0 else "∞" if value == math.inf else _tick(value)
-                axis.annotate(text, (x, y), xytext=(0, 6), textcoords="offset points", ha="center", fontsize=7,
-                              color=colour)
+                text = "ε = 0" if value <= 0 else "∞" if value == math.inf else _tick(value)
+                axis.annotate(text, (x, y + lane), xytext=(7, 0), textcoords="offset points",
+                              ha="left" if value <= low else "right", va="center", fontsize=7.5, color=colour)
         if entry["values"].get("of_delta"):
-            axis.annotate("audit bounds δ, not ε", (low, y), xytext=(10, -3), textcoords="offset points",
+            axis.annotate("audit bounds δ, not ε", (low, y + 0.15), xytext=(10, 0), textcoords="offset points", va="center",
                           fontsize=7, color="#5b6570")
         findings = ", ".join(f["kind"] for f in entry["findings"])
-        axis.annotate(entry["status"], (1.01, y - (0.17 if findings else 0)), xycoords=("axes fraction", "data"),
-                      va="center", fontsize=8.5, fontweight="bold", annotation_clip=False,
-                      color=VERDICT_COLOURS.get(entry["status"], "#6e7781"))
+        colour = VERDICT_COLOURS.get(entry["status"], "#6e7781")
+        status = axis.annotate(entry["status"], (1.01, y - (0.17 if findings else 0)),
+                               xycoords=("axes fraction", "data"), va="center", fontsize=9, fontweight="bold",
+                               annotation_clip=False, color=colour)
+        if entry.get("ratio"):
+            axis.annotate(_math_ratio(entry["ratio"]), (1, 0.5), xycoords=status, xytext=(5, 0),
+                          textcoords="offset points", va="center", fontsize=8.5, annotation_clip=False, color=colour)
         if findings:
             axis.annotate(findings, (1.01, y + 0.2), xycoords=("axes fraction", "data"), va="center", fontsize=7,
                           annotation_clip=False, color=FINDING_COLOUR)
     axis.set_yticks(range(rows))
-    axis.set_yticklabels([plain(_short_label(entry["subject"])) for entry in entries], fontsize=8.5)
+    axis.set_yticklabels([plain(_short_label(unicode_text(entry["subject"]))) for entry in entries], fontsize=9)
     axis.tick_params(axis="y", length=0)
     axis.set_xlabel("ε (log scale)")
     axis.grid(axis="x", alpha=0.3, which="major")
-    handles = [plt.Line2D([], [], marker=marker, linestyle="none", markersize=6, label=label,
-                          markerfacecolor=colour if filled else "white", markeredgecolor=colour)
-               for _, label, marker, colour, filled in _MARKERS]
-    axis.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=7.5, frameon=False)
+    handles = [plt.Line2D([], [], marker=marker, linestyle="none", markersize=6.5 if filled else 8, label=label,
+                          markerfacecolor=colour if filled else "none", markeredgecolor=colour, markeredgewidth=1.3)
+               for _, label, marker, colour, filled, _ in _MARKERS]
+    axis.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8.5, frameon=False)
     return to_data_uri(figure)
 
 

@@ -10,8 +10,11 @@ sections here (training rows only), reconstruction attacks (`reports/inversion.p
 inference (`reports/membership.py`), empirical audits (`reports/audits.py`), and the provenance of
 every cell.
 
-Every string from a campaign or a row reaches the page through Jinja's autoescape (no `|safe`, no
-`Markup` anywhere); figures are PNG images, so labels drawn in them are pixels, not markup.
+Every string from a campaign or a row reaches the page escaped: the environment's `finalize`
+(`reports.notation.html_text`) escapes each `{{ … }}` before it adds the only markup it writes
+(`<sub>`, `<sup>` and unbreakable spans around numbers), and no template uses `|safe`. Attribute
+values, code and the campaign file go through `verbatim`, which escapes and adds nothing. Figures
+are PNG images, so labels drawn in them are pixels, not markup.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from reports.coalition import coalition_section
 from reports.figures import TRAINING_METRICS, epsilon_overview, training_curves
 from reports.inversion import best_reconstructions, inversion_section, row_type
 from reports.membership import membership_section
+from reports.notation import html_text, verbatim
 from reports.privacy_utility import privacy_utility_section
 from reports.threat_comparison import threat_comparisons
 from reports.verdicts import verdict_section
@@ -219,8 +223,9 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
                              + (f"; {skipped}" if skipped else ""))
     training = [row for row in rows if row_type(row) == "training"]
     finished = [row for row in training if not training_failed(row)]
-    environment = Environment(loader=PackageLoader("reports"), autoescape=True)
+    environment = Environment(loader=PackageLoader("reports"), autoescape=True, finalize=html_text)
     environment.filters["num"] = _number
+    environment.filters["verbatim"] = verbatim
     runs = runs_of(training)
     verdicts = verdict_section(rows, runs)
     sections = {"inversion": inversion_section(rows, results_dir), "coalition": coalition_section(rows, results_dir),

@@ -407,7 +407,8 @@ class _Memberships:
         return described
 
     def scores(self, table: str) -> dict[str, Any]:
-        """Rows = (run, attacked round), columns = method × (AUC, TPR at each FPR, balanced accuracy)."""
+        """Rows = (run, attacked round) × method, columns = AUC, TPR at each FPR, balanced accuracy: one
+        row per attack, so the table fits the page however many FPRs a campaign asks for."""
         rows = self.table_rows(table)
         fprs = _tpr_fprs(rows)
         methods = _methods(rows)
@@ -417,9 +418,10 @@ class _Memberships:
         for run in self.runs(table):
             for round_ in self.rounds(table, run):
                 cell = self.cells[(table, run, round_)]
-                entries = []
+                by_method = []
                 for method in methods:
                     non_members = _fewest([row for row in cell if not failed(row)], method)
+                    entries = []
                     for key, _, show in columns:
                         fpr = float(key[4:]) if key.startswith("tpr@") else None
                         entry = _Entry(cell, method, key)
@@ -428,10 +430,10 @@ class _Memberships:
                                             "interval": f"needs ≥ {needed_non_members(fpr)} non-members"})
                         else:
                             entries.append(entry.cell(show))
+                    by_method.append({"method": method_title(method), "entries": entries})
                 lines.append({"run": self.run_names[run], "attacked": _attacked_text(round_),
-                              "privacy": self.privacy[run].short(), "entries": entries})
-        return {"methods": [method_title(m) for m in methods], "columns": [title for _, title, _ in columns],
-                "lines": lines}
+                              "privacy": self.privacy[run].short(), "methods": by_method})
+        return {"columns": [title for _, title, _ in columns], "lines": lines}
 
     # -------------------------------------------------------------------------------- figures
 

@@ -3,28 +3,28 @@ paper's equation, the ε it states beside the ε privaudit recomputes from it, �
 sound ε, the strongest empirical lower bound with its confidence, the tightness, and a status in
 plain words.
 
-Statuses, from the worst finding down, each claimed only as far as the rows show it:
-
+Statuses, most severe first (the order the page lists them in), each claimed only as far as the rows
+show it:
 - **refuted**: an audit's verdict is "refuted" (its lower bound exceeds a claim that rests on no
   assumed constant, at the claim's own neighbouring relation, inside the theorem's range);
 - **conditionally refuted**: the bound exceeds a claim evaluated with constants the paper never
   gives, for the range of each constant the verdict states (`attacks.audit.verdict`);
-- **outside range**: the claim lies outside its theorem's range in the run (a condition of the
-  theorem or of a lemma its proof uses fails), so no audit can refute it;
 - **understated**: the claim's ε (or δ) is below the sound accountant's for the mechanism the code
   runs — an accounting finding, not an attack;
 - **no privacy**: the defense claims none; the strongest leakage the attacks found is quoted from
   their own sections' leads (`reports/inversion.py`, `reports/membership.py`);
-- **consistent**: an audit with the power to refute found evidence short of the claim, and none
-  refutes it (a lower bound never proves a claim);
+- **outside range**: the claim lies outside its theorem's range in the run (a condition of the
+  theorem or of a lemma its proof uses fails), so no audit can refute it;
+- **failed**: an audit of its own whose every attempt failed;
 - **inconclusive**: audited, but no audit found evidence at its strength (every bound 0), or none
   could have refuted the claim with the runs it had — never shown as green;
+- **consistent**: an audit with the power to refute found evidence short of the claim, and none
+  refutes it (a lower bound never proves a claim);
 - **not evaluable**: every audit says it cannot judge the claim, and why;
-- **not audited**: a claim without an empirical bound in these results;
-- **failed**: an audit of its own whose every attempt failed.
+- **not audited**: a claim without an empirical bound in these results.
 
-Analytic findings stand beside the status, in their own colour and first on the page, because
-they need no attack: the claim's premise failed in the run, the claim lies outside its theorem's
+Analytic findings stand beside the status, in their own colour, and raise a verdict to the findings'
+rank (`severity`), because they need no attack: the claim's premise failed in the run, the claim lies outside its theorem's
 range, no sound bound exists, or the claim is vacuous (`privaudit.accounting.FINDING_KINDS`).
 
 Audit rows reach a defense run's verdict when they are canary or reconstruction audits of it (their
@@ -49,15 +49,61 @@ MEANINGS = {
     "conditionally refuted": "an empirical lower bound exceeds the claim for the stated range of constants the "
                              "paper never gives",
     "understated": "the claim is below the sound accountant",
-    "outside range": "the claim lies outside its theorem's range; no audit can refute it",
     "no privacy": "no privacy claimed",
-    "consistent": "audited with the power to refute; no audit refutes the claim",
+    "outside range": "the claim lies outside its theorem's range; no audit can refute it",
+    "failed": "every attempt of the audit failed",
     "inconclusive": "audited; no evidence at this strength either way",
+    "consistent": "audited with the power to refute; no audit refutes the claim",
     "not evaluable": "the audit cannot judge the claim",
     "not audited": "no empirical bound; accounting only",
-    "failed": "every attempt of the audit failed",
 }
-"""Each status with what it means, in the order the summary lists them (worst first)."""
+"""Each status with what it means, in the order of severity the summary and the verdicts list them:
+refutations, then an understated claim, then what needs no audit to worry about (no privacy, a claim
+outside its range, a failed audit), then what the audits left open, then what they support, then
+what nobody audited."""
+
+FINDINGS_RANK = list(MEANINGS).index("outside range")
+"""Where a verdict with an analytic finding (a premise violated, a vacuous claim, ...) ranks at the
+least: beside the other findings, above what the audits left open or support."""
+
+
+def severity(entry: dict[str, Any]) -> int:
+    """The rank of a verdict in the order the report lists them (0 first): its status's, raised to
+    `FINDINGS_RANK` when it carries an analytic finding."""
+    rank = list(MEANINGS).index(entry["status"]) if entry["status"] in MEANINGS else len(MEANINGS)
+    return min(rank, FINDINGS_RANK) if entry["findings"] else rank
+
+
+def _times(value: float, reference: float) -> str:
+    """`value / reference` as a short multiplier ("1.8", "0.15", "1.2e+03")."""
+    return f"{value / reference:.2g}"
+
+
+def ratio_text(status: str, values: dict[str, Any]) -> str:
+    """The number that decides the verdict, beside it: the empirical bound as a multiple of the
+    claim ("ε_LB 0.44 = 1.8 × claimed") where an audit judged it, the sound ε (or δ, for a claim
+    understated in δ) as a multiple of the claimed one where the claim is understated; "" where no
+    number decides (no privacy, not audited, an understated claim of 0)."""
+    claimed, sound, bound = values.get("claimed"), values.get("sound"), values.get("eps_lb")
+    if status == "understated" and _finite(sound) is not None and _finite(claimed) and sound > claimed:
+        return f"sound ε {number(sound)} = {_times(sound, claimed)} × claimed"
+    delta_claimed, delta_sound = values.get("delta_claimed"), values.get("delta_sound")
+    if status == "understated" and _finite(delta_sound) is not None and _finite(delta_claimed):
+        return f"sound δ {number(delta_sound)} = {_times(delta_sound, delta_claimed)} × claimed"
+    if status == "understated" and delta_sound == math.inf:
+        return "sound δ ∞"
+    if status in ("no privacy", "not audited", "failed", "not evaluable"):
+        return ""
+    if values.get("of_delta") and values.get("delta_lb") is not None:
+        return f"δ_LB {number(values['delta_lb'])}"
+    if bound is None:
+        return ""
+    if _finite(claimed):
+        return f"ε_LB {number(bound)} = {_times(bound, claimed)} × claimed"
+    if claimed == 0:
+        return f"ε_LB {number(bound)} against a claimed 0"
+    return f"ε_LB {number(bound)}"
+
 
 RUN_AUDITS = ("canary", "reconstruction")
 """Audit kinds that audit one defense run (their rows name its training cell)."""
@@ -266,16 +312,19 @@ def _median(values: list[Any]) -> float | None:
     return numbers[len(numbers) // 2] if numbers else None
 
 
-def _values(claimed: list[Any], stated: list[Any], sound: list[Any], best: dict[str, Any] | None) -> dict[str, Any]:
+def _values(claimed: list[Any], stated: list[Any], sound: list[Any], best: dict[str, Any] | None,
+            deltas: tuple[list[Any], list[Any]] = ([], [])) -> dict[str, Any]:
     """The verdict's values as numbers, for the overview figure and the summary records: claimed
     (recomputed), stated and sound ε (medians over seeds); the strongest audit's bound, ε_LB for an
-    ε bound or δ_LB for a δ one (the other None), and whether it is of δ; its ε estimate."""
+    ε bound or δ_LB for a δ one (the other None), and whether it is of δ; its ε estimate; and the
+    claimed and sound δ (`deltas`, medians), which decide a (0, δ) claim."""
     best = best or {}
     of_delta = (best.get("tightness") or {}).get("of") == "delta"
     return {"claimed": _median(claimed), "stated": _median(stated), "sound": _median(sound),
             "eps_lb": None if of_delta else _finite(best.get("eps_lb")),
             "estimate": _finite(best.get("eps_estimate")), "of_delta": of_delta,
-            "delta_lb": _finite(best.get("delta_lb")) if of_delta else None}
+            "delta_lb": _finite(best.get("delta_lb")) if of_delta else None,
+            "delta_claimed": _median(deltas[0]), "delta_sound": _median(deltas[1])}
 
 
 def _short(status: str, values: dict[str, Any], claim: dict[str, str], sound: dict[str, str],
@@ -345,11 +394,13 @@ def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, re
                      f"{audit.get('subject', '?')} ({verdict}; see its own verdict).")
     claim, sound, bound = _claim_cell(claims), _sound_cell(claims), evidence.bound()
     values = _values([c.get("eps_claimed") for c in claims], [c.get("eps_stated") for c in claims],
-                     [c.get("eps_sound") for c in claims], evidence.best())
+                     [c.get("eps_sound") for c in claims], evidence.best(),
+                     ([c.get("delta") for c in claims], [c.get("delta_sound") for c in claims]))
     return {"subject": label, "kind": "defense run", "detail": str(runs[0].get("title", "")),
             "seeds": ", ".join(str(row.get("seed")) for row in runs), "claim": claim, "sound": sound,
             "bound": bound, "tightness": evidence.tightness(), "status": status, "sentence": sentence,
             "short": _short(status, values, claim, sound, bound, evidence.conditions()), "values": values,
+            "ratio": ratio_text(status, values),
             "assumptions": [str(a) for a in claims[0].get("assumptions") or []], "group": runs[0].get("group"),
             "notes": notes, "findings": _findings(claims), "conditions": evidence.conditions()}
 
@@ -389,7 +440,7 @@ def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "seeds": ", ".join(str(row.get("seed")) for row in rows), "claim": claim, "sound": sound,
             "bound": bound, "tightness": evidence.tightness(), "status": status, "sentence": sentence,
             "short": _short(status, values, claim, sound, bound, evidence.conditions()), "values": values,
-            "assumptions": [], "group": None, "notes": [], "findings": _findings(evidence.ok),
+            "ratio": ratio_text(status, values), "assumptions": [], "group": None, "notes": [], "findings": _findings(evidence.ok),
             "conditions": evidence.conditions()}
 
 
@@ -421,7 +472,8 @@ def _link(audits: dict[str, list[dict[str, Any]]], runs: dict[str, list[dict[str
 
 def verdict_section(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """The verdicts: one per defense run (`runs`, as `reports.html.runs_of` groups them) and one
-    per audit of its own, with the summary paragraph's counts."""
+    per audit of its own, most severe first (`severity`), with the summary paragraph's counts and,
+    per status, its subjects with the number that decides each (`ratio_text`)."""
     audits: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         if row_type(row) == "audit":
@@ -439,6 +491,7 @@ def verdict_section(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, A
                    if audit.get("defense") and audit.get("defense") == seeds[0].get("defense")]
         entries.append(_run_verdict(label, seeds, _Evidence(linked[label]), related, leakage))
     entries.extend(_audit_verdict(group) for group in alone)
+    entries.sort(key=severity)
     for entry in entries:
         entry["css"] = entry["status"].replace(" ", "-")
     audited_runs = sum(any(not audit_failed(row) for row in linked[label]) for label in runs)
@@ -447,7 +500,8 @@ def verdict_section(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, A
                + (f", and {len(alone)} audit{'s' if len(alone) != 1 else ''} with a verdict of "
                   f"{'their' if len(alone) != 1 else 'its'} own" if alone else "") + ".")
     groups = [{"status": status, "css": status.replace(" ", "-"), "meaning": meaning,
-               "subjects": [entry["subject"] for entry in entries if entry["status"] == status]}
+               "subjects": [{"subject": entry["subject"], "ratio": entry["ratio"]}
+                            for entry in entries if entry["status"] == status]}
               for status, meaning in MEANINGS.items()]
     analytic = [{"kind": kind, "subjects": [entry["subject"] for entry in entries
                                             if any(f["kind"] == kind for f in entry["findings"])]}

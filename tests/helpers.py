@@ -1,6 +1,7 @@
 """Helpers for tests: small campaigns built from dicts the way a user's TOML would be, and a
 set-up small enough to check one round of a defense by hand."""
 
+import re
 from typing import Any
 
 from privaudit.campaign.config import parse_campaign
@@ -51,3 +52,10 @@ def one_line_error(capsys, argv: list[str]) -> str:
     assert code == 2, err
     assert len(err.splitlines()) == 1 and err.startswith("privaudit: error: ") and "Traceback" not in err
     return err
+
+
+def without_notation(html: str) -> str:
+    """A rendered page without the markup the report adds to text (`reports.notation`): line-break
+    opportunities in long runs, and the spans around a number in scientific notation or an
+    unbreakable piece (they hold no other tag), so a test can look for the text it expects."""
+    return re.sub(r'<span class="(?:nb|long)">([^<]*)</span>', r"\1", html.replace("<wbr>", ""))

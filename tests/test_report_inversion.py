@@ -12,6 +12,7 @@ from PIL import Image
 
 from privaudit.results import RESULTS_FILE
 from reports.html import render_report
+from tests.helpers import without_notation
 
 RING = {"topology": "ring", "agents": 10}
 COMPLETE = {"topology": "complete", "agents": 10}
@@ -92,6 +93,7 @@ def campaign(tmp_path):
 
 
 def _section(html: str) -> str:
+    html = without_notation(html)
     return html[html.index('<section id="inversion">'):html.index('<section id="provenance">')]
 
 
@@ -157,7 +159,7 @@ def test_campaign_strings_are_escaped_and_artifacts_stay_inside_the_results(tmp_
     row = _inversion_row(tmp_path, "s0", table=SCRIPT, label=SCRIPT, setting={"topology": SCRIPT, "agents": 3},
                          status=f"failed: {SCRIPT}")
     row["artifacts"]["original"] = "../secret.png"
-    html = _write(tmp_path, [row]).read_text()
+    html = without_notation(_write(tmp_path, [row]).read_text())
     assert "<script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt; · &lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "image missing: ../secret.png (outside the results directory)" in html

@@ -10,7 +10,8 @@ import pytest
 
 from privaudit.results import ResultsStore
 from reports.html import render_report, runs_of
-from reports.verdicts import verdict_section
+from reports.verdicts import ratio_text, severity, verdict_section
+from tests.helpers import without_notation
 
 
 def _claim_record(**fields):
@@ -185,7 +186,7 @@ def _render(tmp_path, rows):
     for row in rows:
         store.append(row)
     (tmp_path / "campaign.toml").write_text('[campaign]\nname = "verdicts"\ndescription = "all statuses"\n')
-    return render_report(tmp_path, tmp_path / "report.html").read_text()
+    return without_notation(render_report(tmp_path, tmp_path / "report.html").read_text())
 
 
 def test_the_page_opens_with_the_verdicts_and_a_summary(tmp_path, rows):
@@ -197,8 +198,10 @@ def test_the_page_opens_with_the_verdicts_and_a_summary(tmp_path, rows):
         in verdicts
     assert verdicts.count('id="epsilon-figure"') == 1 and verdicts.count("<details><summary>details</summary>") == 8
     assert ('<span class="badge understated">understated</span> the claim is below the sound accountant: '
-            "Alg. 1, Ternary</li>") in verdicts
-    assert '<span class="badge refuted">refuted</span> an empirical lower bound exceeds the claim: Broken' in verdicts
+            'Alg. 1 <span class="ratio">(sound ε 58.5 = 62 × claimed)</span>, '
+            'Ternary <span class="ratio">(sound δ 1 = 2 × claimed)</span></li>') in verdicts
+    assert ('<span class="badge refuted">refuted</span> an empirical lower bound exceeds the claim: Broken '
+            '<span class="ratio">(ε<sub>LB</sub> 4 = 4 × claimed)</span></li>') in verdicts
     assert "<title>privaudit report: verdicts</title>" in html and '<p class="lead">all statuses</p>' in html
     contents = html[html.index('<nav class="toc">'):html.index("</nav>")]
     assert re.findall(r'href="#([a-z-]+)"', contents) == ["verdicts", "claims", "training", "inversion", "audits",
@@ -208,8 +211,8 @@ def test_the_page_opens_with_the_verdicts_and_a_summary(tmp_path, rows):
 def test_audit_section_shows_bounds_references_verdicts_and_curves(tmp_path, rows):
     html = _render(tmp_path, rows)
     section = html[html.index('<section id="audits">'):html.index('<section id="provenance">')]
-    assert "<td>ε ≥ 4 at δ = 1e-05</td><td>δ ≥ 0.0098 at ε = 0</td>" in section
-    assert "<td>ε 1.2, δ 0.01</td>" in section
+    assert "<td>ε ≥ 4 at δ = 1e-05<br>δ ≥ 0.0098 at ε = 0</td>" in section
+    assert '<span class="muted">exact for the pair</span> ε 1.2, δ 0.01</td>' in section
     assert ("<td>4 of the sound ε (above it: the sound bound itself is contradicted); 0.75 of the exact ε for the "
             "pair</td>") in section
     assert f"refuted, for the claim “(1.0, 1e-05)-DP”: {REFUTING}" in section
@@ -333,3 +336,34 @@ def test_one_rule_for_assumed_constants_and_theorem_ranges():
     (entry,) = verdict_section([row], {})["entries"]
     assert entry["status"] == "conditionally refuted" and "c₂ < 3.51 (assumed 2)" in entry["short"]
     assert "one seed" in entry["sentence"]
+
+
+def test_verdicts_are_listed_most_severe_first_with_the_number_that_decides_each(rows):
+    """The list, the table and the figure share one order — refuted, understated, findings, failed,
+    inconclusive, consistent, not evaluable, not audited — and each verdict an audit or an
+    accountant decided carries its ratio; a verdict below with an analytic finding rises to the
+    findings' rank."""
+    entries = verdict_section(rows, runs_of([row for row in rows if row.get("type", "training") == "training"]))[
+        "entries"]
+    assert [(entry["subject"], entry["status"], entry["ratio"]) for entry in entries] == [
+        ("Broken", "refuted", "ε_LB 4 = 4 × claimed"),
+        ("Alg. 1", "understated", "sound ε 58.5 = 62 × claimed"),
+        ("Ternary", "understated", "sound δ 1 = 2 × claimed"),
+        ("D-PSGD", "no privacy", ""),
+        ("Laplace", "failed", ""),
+        ("DP-D-PSGD σ=1", "consistent", "ε_LB 0.9 = 0.45 × claimed"),
+        ("Ternary quantizer (seed 004)", "not evaluable", ""),
+        ("DPDL", "not audited", "")]
+    found = {"status": "consistent", "findings": [{"kind": "premise not enforced", "text": ""}]}
+    assert severity(found) == severity({"status": "outside range", "findings": []}) < severity(
+        {"status": "consistent", "findings": []})
+
+
+def test_the_ratio_names_what_decides_each_kind_of_verdict():
+    values = {"claimed": 0.25, "sound": None, "eps_lb": 0.44, "of_delta": False, "delta_lb": None}
+    assert ratio_text("refuted", values) == "ε_LB 0.44 = 1.8 × claimed"
+    assert ratio_text("inconclusive", values | {"eps_lb": 0.0}) == "ε_LB 0 = 0 × claimed"
+    assert ratio_text("consistent", values | {"claimed": 0.0}) == "ε_LB 0.44 against a claimed 0"
+    assert ratio_text("consistent", values | {"of_delta": True, "eps_lb": None, "delta_lb": 0.098}) == "δ_LB 0.098"
+    assert ratio_text("understated", values | {"sound": 72.22, "claimed": 7.166}) == "sound ε 72.22 = 10 × claimed"
+    assert ratio_text("not audited", values) == "" and ratio_text("no privacy", values) == ""
