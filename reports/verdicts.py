@@ -329,37 +329,37 @@ def _values(claimed: list[Any], stated: list[Any], sound: list[Any], best: dict[
 
 def _short(status: str, values: dict[str, Any], claim: dict[str, str], sound: dict[str, str],
            bound: dict[str, str] | None, conditions: list[str] | None = None) -> str:
-    """The verdict in one short sentence, numbers included; the full reasoning goes into the
-    row's details."""
+    """The verdict in one short sentence beside its badge (so without repeating the status),
+    numbers included; the full reasoning goes into the row's details."""
     found = bound["value"] if bound else "no bound"
     if status == "refuted":
         delta = "" if claim["delta"] == "—" else f", δ {claim['delta']}"
-        return f"Refuted: the audit finds {found}, beyond the claim (ε {claim['recomputed']}{delta})."
+        return f"The audit finds {found}, beyond the claim (ε {claim['recomputed']}{delta})."
     if status == "conditionally refuted":
-        return (f"Refuted only for {'; '.join(conditions) or 'the assumed constants'}: the audit finds {found}, "
+        return (f"For {'; '.join(conditions) or 'the assumed constants'}: the audit finds {found}, "
                 f"beyond the claim's ε {claim['recomputed']} at the assumed values.")
     if status == "outside range":
         would = (f" Were it applied anyway, the bound would exceed it for {'; '.join(conditions)}."
                  if conditions else "")
-        return (f"Outside the theorem's range: the claim (ε {claim['recomputed']}) does not apply to this run, "
+        return (f"The claim (ε {claim['recomputed']}) does not apply to this run, "
                 f"whatever the audit finds ({found}).{would}")
     if status == "understated":
         delta = f", δ {sound['delta']}" if sound.get("delta") else ""
-        return f"Understated: claims ε {claim['recomputed']}; a sound accountant gives ε {sound['eps']}{delta}."
+        return f"Claims ε {claim['recomputed']}; a sound accountant gives ε {sound['eps']}{delta}."
     if status == "no privacy":
-        return "No privacy claimed; what the attacks recover is in the details and below."
+        return "What the attacks recover is in the details and below."
     if status == "consistent":
-        return f"Consistent so far: the audit finds {found}, within the claim (ε {claim['recomputed']})."
+        return f"So far the audit finds {found}, within the claim (ε {claim['recomputed']})."
     if status == "inconclusive":
         if values["eps_lb"] or values["delta_lb"]:
-            return (f"Inconclusive: the audit finds {found}, but at its strength it could not have refuted "
+            return (f"The audit finds {found}, but at its strength it could not have refuted "
                     f"the claim (ε {claim['recomputed']}).")
-        return f"Inconclusive: audited, no evidence at this strength ({found})."
+        return f"No evidence at this strength ({found})."
     if status == "not evaluable":
-        return "Not evaluable: the audit cannot judge this claim (details)."
+        return "The audit cannot judge this claim (details)."
     if status == "failed":
-        return "Failed: every attempt of the audit failed (details)."
-    return f"Not audited: accounting only (claimed ε {claim['recomputed']}, sound ε {sound['eps']})."
+        return "Every attempt of the audit failed (details)."
+    return f"Accounting only (claimed ε {claim['recomputed']}, sound ε {sound['eps']})."
 
 
 def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, related: list[dict[str, Any]],
