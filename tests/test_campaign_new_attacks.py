@@ -30,7 +30,7 @@ def test_the_analytic_attack_runs_from_a_campaign_and_is_named_in_its_row(tmp_pa
     assert row["attack"] == "analytic" and row["attack_title"] == "Analytic (first fully connected layer)"
     assert row["metrics"]["psnr"] > EXACT_DB and row["metrics"]["label_acc"] == 1.0
     page = render_report(tmp_path).read_text()
-    assert "<td>Analytic (first fully connected layer)</td>" in page
+    assert '<span class="muted">Analytic (first fully connected layer)</span></td>' in page
     assert '<td class="num">—</td><td>closed form</td>' in page
 
 
