@@ -44,7 +44,8 @@ def gate_line(found: dict[str, Any], fail_on: list[str]) -> str:
     failed = failing(found, fail_on)
     gated = " or ".join(fail_on)
     if not failed:
-        return f"privacy gate passed: no verdict is {gated} ({len(found['verdicts'])} verdicts)"
+        count = len(found["verdicts"])
+        return f"privacy gate passed: no verdict is {gated} ({count} verdict{'' if count == 1 else 's'})"
     names = "; ".join(f"{printable(record['subject'])} ({record['status']})" for record in failed)
     return f"privacy gate failed: {len(failed)} of {len(found['verdicts'])} verdicts {gated}: {names}"
 
