@@ -146,6 +146,8 @@ def _check(args: argparse.Namespace) -> int:
     found = preflight(campaign, Path(args.out) if args.out else Path("results") / campaign.campaign.name, args.force)
     _warn(found.warnings)
     print(found.summary())
+    for line in found.estimate_lines():
+        print(line)
     return 0
 
 

@@ -127,11 +127,12 @@ def test_check_of_the_demo_passes_without_training_or_writing(tmp_path, monkeypa
     out = tmp_path / "out"
     code, printed, err = _main("check", "campaigns/demo.toml", "--out", str(out))
     assert code == 0 and err == ""
-    assert len(printed.strip().splitlines()) == 1
-    assert printed.startswith("campaign 'demo' passes every pre-flight check: 23 cells (11 training, 4 attack, "
+    summary, *estimates = printed.strip().splitlines()
+    assert len(estimates) == 1 + 23 + 1 and all("an estimate" in line for line in estimates)
+    assert summary.startswith("campaign 'demo' passes every pre-flight check: 23 cells (11 training, 4 attack, "
                               "2 membership, 6 audit).")
-    assert "DPDL ε=0.25 (canary-sized) (dpdl)" in printed and "Canary, one run (canary audit)" in printed
-    assert printed.strip().endswith("a run would compute all 23 (none in " + str(out) + " yet).")
+    assert "DPDL ε=0.25 (canary-sized) (dpdl)" in summary and "Canary, one run (canary audit)" in summary
+    assert summary.endswith("a run would compute all 23 (none in " + str(out) + " yet).")
     assert not out.exists()
 
 

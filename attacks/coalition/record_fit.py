@@ -35,7 +35,7 @@ row then says so and the knowledge system's results stand.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -46,6 +46,7 @@ from attacks.inversion.analytic import first_layer_problem
 from attacks.inversion.labels import extract_labels
 from attacks.views import DYNAMICS, dynamics
 from privaudit.flatmodel import FlatModel
+from privaudit.progress import Progress
 from privaudit.wire import Kind, Transcript
 
 FIT_TOLERANCE = 1e-4
@@ -98,10 +99,20 @@ def fit_problem(transcript: Transcript, model: FlatModel, input_shape: tuple[int
     return f"the record fit reads records off the first layer: {problem}" if problem else ""
 
 
+def fit_progress(label: str, last: int) -> Progress:
+    """A count of the rounds the fit replays through its exact Jacobian, `last` per Gauss–Newton
+    step and at most `MAX_STEPS` steps (it stops sooner once a step gains little): the Jacobian
+    is the fit's cost (one tangent per unknown value, against one for a plain replay), so the
+    rate of these rounds is the fit's rate, and a line comes while one long step runs."""
+    return Progress(label, MAX_STEPS * last, unit="rounds replayed", ceiling=True,
+                    parts=(MAX_STEPS, "Gauss–Newton steps"))
+
+
 def fit_records(transcript: Transcript, coalition: Iterable[int], model: FlatModel, input_shape: tuple[int, ...],
-                num_classes: int, first: int, last: int) -> RecordFit:
+                num_classes: int, first: int, last: int, progress: Progress | None = None) -> RecordFit:
     """Peel, then fit, every record outside `coalition` from rounds 0..`last` (module docstring);
-    ValueError naming why when the transcript, model or graph does not allow it."""
+    ValueError naming why when the transcript, model or graph does not allow it. `progress`
+    (`fit_progress`) counts the rounds each Gauss–Newton step replays."""
     problem = fit_problem(transcript, model, input_shape, first)
     if problem:
         raise ValueError(problem)
@@ -117,7 +128,7 @@ def fit_records(transcript: Transcript, coalition: Iterable[int], model: FlatMod
     peel_residual = protocol.residual(unknown, labels)
     best, best_residual, steps = unknown, peel_residual, 0
     while steps < MAX_STEPS:
-        step = protocol.gauss_newton_step(best, labels)
+        step = protocol.gauss_newton_step(best, labels, None if progress is None else progress.update)
         residual = protocol.residual(best + step, labels)
         steps += 1
         if residual >= best_residual:
@@ -206,9 +217,10 @@ class _Protocol:
             raise ValueError("the model's last layer does not give the label of a single record")
         return (bias @ weight) / (bias @ bias), int(labels[0])
 
-    def simulate(self, records: Tensor, labels: dict[int, int]) -> Tensor:
+    def simulate(self, records: Tensor, labels: dict[int, int], tick: Callable[[int], None] | None = None) -> Tensor:
         """Every heard agent's state at rounds 1..last [last, heard, P] of D-PSGD replayed in float64
-        with these records (one row per agent outside the coalition, in agent order)."""
+        with these records (one row per agent outside the coalition, in agent order); `tick(1)`
+        after each round."""
         outside = [k for k in range(self.n) if k not in self.members]
         row = {k: i for i, k in enumerate(outside)}
         state = self.x0.expand(self.n, -1)
@@ -218,15 +230,20 @@ class _Protocol:
                                 self.gradient(state[k], records[row[k]], labels[k]) for k in range(self.n)])
             state = self.W @ state - self.lr * step
             heard.append(state[self.heard])
+            if tick is not None:
+                tick(1)
         return torch.stack(heard)
 
     def residual(self, records: Tensor, labels: dict[int, int]) -> float:
         return float((self.observed - self.simulate(records, labels)).norm() / self.observed.norm())
 
-    def gauss_newton_step(self, records: Tensor, labels: dict[int, int]) -> Tensor:
-        """argmin_δ ‖heard − sim(r) − J δ‖ with J the exact Jacobian, columns scaled to unit norm."""
+    def gauss_newton_step(self, records: Tensor, labels: dict[int, int],
+                          tick: Callable[[int], None] | None = None) -> Tensor:
+        """argmin_δ ‖heard − sim(r) − J δ‖ with J the exact Jacobian, columns scaled to unit norm;
+        `tick(1)` after each round replayed (forward mode runs the replay's loop once, carrying
+        every tangent)."""
         def replay(r: Tensor) -> tuple[Tensor, Tensor]:
-            heard = self.simulate(r, labels)
+            heard = self.simulate(r, labels, tick)
             return heard, heard
 
         jacobian, replayed = jacfwd(replay, has_aux=True)(records)

@@ -20,12 +20,13 @@ from typing import Any
 import torch
 
 from attacks.coalition.knowledge import recover
-from attacks.coalition.record_fit import fit_problem, fit_records
+from attacks.coalition.record_fit import fit_problem, fit_progress, fit_records
 from attacks.extraction import Target
 from attacks.views import DYNAMICS, dynamics
 from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.cells import AttackCell
+from privaudit.campaign.inversion_budget import counting, inversion_progress
 from privaudit.campaign.inversion_findings import attack_batch_size, attack_identity, save_images
 from privaudit.errors import ConfigError
 from privaudit.leak import decide, noise_floor
@@ -95,10 +96,11 @@ def _truth(witnesses: Transcript, agent: int, round: int, name: str) -> torch.Te
 
 
 def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int, last: int,
-            fields: dict[str, Any]) -> dict[int, Target]:
+            fields: dict[str, Any], label: str | None = None) -> dict[int, Target]:
     """The updates the record fit recovers where its hypothesis holds (one fixed record per agent:
     B = 1 and one training record each) and the fit explains the messages; what it did, or why it
-    did not run, goes into `fields["record_fit"]`."""
+    did not run, goes into `fields["record_fit"]`. With a `label`, the fit's progress is counted
+    on stderr under it (`attacks.coalition.record_fit.fit_progress`)."""
     data = setup.data
     problem = fit_problem(transcript, setup.model, data.shape, first)
     if not problem and DYNAMICS[transcript.public.defense].batch_size(transcript.public) != 1:
@@ -109,11 +111,15 @@ def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int
         fields["record_fit"] = {"status": f"not run: {problem}"}
         return {}
     started = time.perf_counter()
+    counter = None if label is None else fit_progress(label, last)
     try:
-        fit = fit_records(transcript, members, setup.model, data.shape, data.num_classes, first, last)
+        fit = fit_records(transcript, members, setup.model, data.shape, data.num_classes, first, last, counter)
     except (KeyError, ValueError) as error:
         fields["record_fit"] = {"status": f"failed: {error.args[0]}", "wall_s": time.perf_counter() - started}
         return {}
+    finally:
+        if counter is not None:
+            counter.close()
     fields["record_fit"] = {"status": "accepted" if fit.accepted else "rejected: the fitted records do not explain "
                             "the messages (residual above the tolerance)", **fit.summary(),
                             "wall_s": time.perf_counter() - started}
@@ -124,17 +130,20 @@ def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int
 
 
 def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcript, witnesses: Transcript,
-                       store: ResultsStore) -> dict[str, Any]:
+                       store: ResultsStore, progress: bool = False) -> dict[str, Any]:
     """Solve the coalition's knowledge system, invert every exposed agent's update and score it;
-    the row fields (status, per-agent results, the exposure figure)."""
+    the row fields (status, per-agent results, the exposure figure). With `progress`, the record
+    fit and each inversion are counted on stderr as they run."""
     started = time.perf_counter()
+    where = f"{cell.label} on {cell.training.label} seed {cell.training.seed} round {cell.round}"
     setup, data = defense.setup, defense.setup.data
     members = sorted(cell.attack.agents or [])
     last = cell.round + window(cell, setup.topology)
     fields: dict[str, Any] = {"coalition": members, "window": last - cell.round, "agents": [], "exposed": 0}
     try:
         fields["recovers"] = dynamics(cell.training.run.kind).recovers
-        fitted = _fitted(transcript, members, setup, cell.round, last, fields)
+        fitted = _fitted(transcript, members, setup, cell.round, last, fields,
+                         f"record fit of {where}" if progress else None)
         found = recover(transcript, members, cell.round, last, fitted)
     except (KeyError, ValueError) as error:
         reason = error.args[0] if error.args else str(error)
@@ -154,9 +163,15 @@ def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcrip
             if gradient is not None:
                 true = gradient.double()
                 entry["relative_error"] = float((item.target.gradient - true).norm() / true.norm().clamp_min(1e-300))
-            result = cell.attack.attack().run(item.target, setup.model, input_shape=data.shape,
-                                              num_classes=data.num_classes, batch_size=batch_size,
-                                              normalisation=data.normalisation, seed=setup.seed)
+            attack = cell.attack.attack()
+            counter = inversion_progress(f"{where}, agent {item.agent}", attack) if progress else None
+            try:
+                result = attack.run(item.target, setup.model, input_shape=data.shape, num_classes=data.num_classes,
+                                    batch_size=batch_size, normalisation=data.normalisation, seed=setup.seed,
+                                    observer=None if counter is None else counting(None, counter))
+            finally:
+                if counter is not None:
+                    counter.close()
             original = data.x_train[rows]
             entry["status"] = result.status
             floor = noise_floor(data, rows, setup.seed, size=batch_size)

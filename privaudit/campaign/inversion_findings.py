@@ -31,10 +31,12 @@ from defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.cells import AttackCell
 from privaudit.campaign.config import AttackConfig
+from privaudit.campaign.inversion_budget import counting, inversion_progress
 from privaudit.data import Normalisation
 from privaudit.errors import ConfigError
 from privaudit.leak import decide, noise_floor
 from privaudit.metrics import pixel_errors, score_reconstruction
+from privaudit.progress import Progress
 from privaudit.results import ResultsStore
 from privaudit.setup import Setup
 from privaudit.threats import build_tap
@@ -140,10 +142,12 @@ def save_images(store: ResultsStore, cell: str, original: Tensor, reconstruction
 
 
 def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup: Setup,
-           transcript: Transcript, truth: Transcript, batch_size: int, store: ResultsStore) -> dict[str, Any]:
+           transcript: Transcript, truth: Transcript, batch_size: int, store: ResultsStore,
+           progress: Progress | None = None) -> dict[str, Any]:
     """Run one inversion finding and return its row fields (status, metrics, trace, artifacts,
     the noise floor as `baseline`, the mean of each score over the draws, and `floor`, every draw,
-    and the leak decision `leak`: `privaudit.leak`); the caller adds the cell's identity."""
+    and the leak decision `leak`: `privaudit.leak`); the caller adds the cell's identity.
+    `progress` counts the attack's loss evaluations (`privaudit.campaign.inversion_budget`)."""
     started = time.perf_counter()
     data = setup.data
     rows = _batch_rows(truth, attack.victim, round)
@@ -162,10 +166,11 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
         return fields | _failed(f"failed: extraction: {reason}", "not run", 0, time.perf_counter() - started,
                                 store, cell_id, original, data.normalisation)
     fields["target_kind"] = target.kind
+    observer = _tracer(trace, attack.trace_every, original, data.normalisation)
     result: Reconstruction = attack.attack().run(
         target, setup.model, input_shape=data.shape, num_classes=data.num_classes, batch_size=batch_size,
         normalisation=data.normalisation, seed=setup.seed,
-        observer=_tracer(trace, attack.trace_every, original, data.normalisation),
+        observer=observer if progress is None else counting(observer, progress),
     )
     if result.images is None:
         return fields | _failed(result.status, result.stopped_by, result.iterations, result.wall_s, store,
@@ -249,16 +254,23 @@ def plan_attack(cell: AttackCell, defense: Defense) -> tuple[Tap, GroundTruth]:
 
 
 def attack_row(cell: AttackCell, defense: Defense, transcript: Transcript, truth: Transcript,
-               store: ResultsStore) -> dict[str, Any]:
+               store: ResultsStore, progress: bool = False) -> dict[str, Any]:
     """Run one attack cell on the transcripts of its training run; its results row (a row saying
-    the attack is not possible for this attacker when its threat model could not hear enough)."""
+    the attack is not possible for this attacker when its threat model could not hear enough).
+    With `progress`, the attack's loss evaluations are counted on stderr as it runs."""
     run, topology = cell.training.run, defense.setup.topology
     tap, _ = attack_taps(cell.attack, run.kind, cell.scenario, cell.round, topology)
     why = unheard(cell.attack, run.kind, cell.scenario, cell.round, tap, topology)
     if why is not None:
         return attack_cell_row(cell, not_run(attack_batch_size(cell, defense), why))
-    found = invert(cell.id, cell.attack, cell.scenario, cell.round, defense.setup, transcript, truth,
-                   attack_batch_size(cell, defense), store)
+    counter = inversion_progress(f"{cell.label} on {cell.training.label} seed {cell.training.seed} round "
+                                 f"{cell.round}", cell.attack.attack()) if progress else None
+    try:
+        found = invert(cell.id, cell.attack, cell.scenario, cell.round, defense.setup, transcript, truth,
+                       attack_batch_size(cell, defense), store, counter)
+    finally:
+        if counter is not None:
+            counter.close()
     return attack_cell_row(cell, found | {"warnings": batch_warnings(cell, defense)})
 
 

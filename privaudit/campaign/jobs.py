@@ -37,6 +37,7 @@ from privaudit.campaign.membership_findings import (
     plan_membership,
     unrun_rows,
 )
+from privaudit.progress import Progress
 from privaudit.results import ResultsStore
 from privaudit.errors import ConfigError
 from privaudit.sim import BrokenContract, Diverged, RunOutput, simulate
@@ -47,10 +48,16 @@ def run_cell(cell: Cell, progress: bool = False, taps: list[Tap] | None = None,
              defense: Defense | None = None) -> tuple[dict[str, Any], RunOutput]:
     """Train the cell's defense (built here unless given) with `taps` listening; return its
     results row and the run's output (the taps' transcripts among it). `Diverged` when the run
-    stops being finite."""
+    stops being finite. With `progress`, its rounds are counted on stderr (`privaudit.progress`:
+    a bar on a terminal, a plain line every interval in a log)."""
     defense = defense or build_defense(cell)
-    output = simulate(defense, cell.run.rounds, eval_every=cell.run.eval_every, progress=progress,
-                      label=f"{cell.label} seed {cell.seed}", taps=taps or [])
+    counter = Progress(f"{cell.label} seed {cell.seed}", cell.run.rounds, unit="rounds") if progress else None
+    try:
+        output = simulate(defense, cell.run.rounds, eval_every=cell.run.eval_every, taps=taps or [],
+                          after_round=None if counter is None else (lambda round, public: counter.update(1)))
+    finally:
+        if counter is not None:
+            counter.close()
     final = output.history[-1]
     return training_row(cell, defense, {key: value for key, value in final.items() if key != "round"},
                         output.history, output.messages_sent, output.wall_s, cell_claim(cell, defense).as_dict()), output
@@ -171,16 +178,16 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
         start = time.perf_counter()
         if attack.attack.threat == "coalition":
             attack_result = coalition_row(attack, coalition_findings(attack, defense, next(transcripts),
-                                                                     next(transcripts), store))
+                                                                     next(transcripts), store, progress))
             said = coalition_headline(attack_result)
         else:
-            attack_result = attack_row(attack, defense, next(transcripts), next(transcripts), store)
+            attack_result = attack_row(attack, defense, next(transcripts), next(transcripts), store, progress)
             said = inversion_headline(attack_result)
         yield Finished(attack_result, f"{attack.label} on {cell.label} seed {cell.seed} round {attack.round}: "
                                       f"{said} ({time.perf_counter() - start:.1f} s)")
     for group, tap, data in groups:
         transcript = next(transcripts) if tap else None
-        for member_row in membership_rows(group, defense, transcript, output.final_states, data, store):
+        for member_row in membership_rows(group, defense, transcript, output.final_states, data, store, progress):
             at = "final average" if member_row["round"] is None else f"round {member_row['round']}"
             yield Finished(member_row, f"{member_row['label']} on {cell.label} seed {cell.seed} {at}: "
                                        f"{membership_headline(member_row)} ({member_row['wall_s']:.1f} s)")
@@ -261,11 +268,12 @@ def run_job(job: Job, out: str | Path, progress: bool = False) -> Iterator[Finis
     return RUNNERS[type(job)](job, ResultsStore(out), progress)
 
 
-def plan_jobs(campaign: Campaign, finished: set[str],
-              warnings: list[str] | None = None) -> tuple[list[Job], int]:
+def plan_jobs(campaign: Campaign, finished: set[str], warnings: list[str] | None = None,
+              checked: dict[str, float] | None = None) -> tuple[list[Job], int]:
     """The jobs that produce the rows missing from `finished`, each checked (so a bad field in
     the last table fails in seconds rather than after an hour; what a check only warns of is
-    appended to `warnings`), and the campaign's cell count."""
+    appended to `warnings`, and the seconds it took to `checked`, by the job's first cell: its
+    set-up, claims and games, which running the job builds again), and the campaign's cell count."""
     cells, attacks, memberships, audits = expand_all(campaign)
     pending_attacks: dict[str, list[AttackCell]] = {}
     for attack in attacks:
@@ -280,7 +288,10 @@ def plan_jobs(campaign: Campaign, finished: set[str],
             for cell in cells]
     jobs = [job for job in jobs if job.cells] + [AuditJob(audit) for audit in audits if audit.id not in finished]
     for job in jobs:
+        started = time.perf_counter()
         found = job.check()
+        if checked is not None:
+            checked[job.cells[0]] = time.perf_counter() - started
         if warnings is not None:
             warnings.extend(found)
     return jobs, len(cells) + len(attacks) + len(memberships) + len(audits)

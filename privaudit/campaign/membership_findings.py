@@ -62,6 +62,7 @@ from privaudit.campaign.cells import MembershipCell
 from privaudit.campaign.config import MembershipConfig
 from privaudit.errors import ConfigError
 from privaudit.flatmodel import FlatModel
+from privaudit.progress import Progress
 from privaudit.results import ResultsStore
 from privaudit.sampling import LocalData
 from privaudit.setup import Setup
@@ -211,9 +212,11 @@ class References:
 
 
 def reference_models(table: MembershipConfig, defense: str, params: DefenseParams, setup: Setup,
-                     data: AttackerData, rounds: int) -> References:
-    """Train `table.references` reference runs and take the attacked view of each."""
+                     data: AttackerData, rounds: int, progress: Progress | None = None) -> References:
+    """Train `table.references` reference runs and take the attacked view of each; `progress`
+    counts their rounds (`reference_progress`)."""
     started = time.perf_counter()
+    tick = None if progress is None else (lambda round, public: progress.update(1))
     view = MODEL_VIEWS.get(defense)
     needed = last_round_needed(table, defense, rounds)
     seeds = [setup.seed + (k + 1) * REFERENCE_SEED_STRIDE for k in range(table.references)]
@@ -228,7 +231,7 @@ def reference_models(table: MembershipConfig, defense: str, params: DefenseParam
         if table.target == "intercepted":
             links = [(v, j) for v in table.attacked for j in setup.topology.neighbours(v)]
             taps = [Eavesdropper(links, rounds=view_rounds(table, defense), kinds=view.kinds)]
-        output = simulate(reference, needed, eval_every=needed, taps=taps)
+        output = simulate(reference, needed, eval_every=needed, taps=taps, after_round=tick)
         for victim in table.attacked:
             if table.target == "average":
                 found.setdefault((None, victim), []).append(output.final_states.mean(dim=0))
@@ -384,17 +387,35 @@ def plan_membership(cells: list[MembershipCell], defense: Defense) -> tuple[Tap 
         raise ConfigError(f"{first.where}: {error}") from None
 
 
+def reference_progress(cells: list[MembershipCell]) -> Progress:
+    """A count of the rounds the reference runs of one table on one training cell train, by
+    reference model: K runs of as many rounds each, so a line says the models done, the rounds
+    done, the rate and the time left, and lines keep coming while one long run trains."""
+    first, training = cells[0], cells[0].training
+    needed = last_round_needed(first.table, training.run.kind, training.run.rounds)
+    references = first.table.references
+    return Progress(f"{first.label} on {training.label} seed {training.seed}", references * needed, unit="rounds",
+                    parts=(references, "reference models"))
+
+
 def membership_rows(cells: list[MembershipCell], defense: Defense, transcript: Transcript | None,
-                    final_states: Tensor, data: AttackerData, store: ResultsStore) -> Iterator[dict[str, Any]]:
+                    final_states: Tensor, data: AttackerData, store: ResultsStore,
+                    progress: bool = False) -> Iterator[dict[str, Any]]:
     """Train the reference models of one table on one training cell once, then score every
-    attacked round, yielding each cell's results row as soon as it is scored."""
+    attacked round, yielding each cell's results row as soon as it is scored. With `progress`,
+    the reference runs are counted on stderr as they train (`reference_progress`)."""
     first, training = cells[0], cells[0].training
     run = training.run
+    counter = reference_progress(cells) if progress else None
     try:
-        references = reference_models(first.table, run.kind, training.params, defense.setup, data, run.rounds)
+        references = reference_models(first.table, run.kind, training.params, defense.setup, data, run.rounds,
+                                      counter)
     except Diverged as diverged:
         yield from unrun_rows(cells, data, f"a reference model {diverged}")
         return
+    finally:
+        if counter is not None:
+            counter.close()
     for cell in cells:
         started = time.perf_counter()
         try:

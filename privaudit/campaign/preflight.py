@@ -3,17 +3,22 @@
 Reading the file validates it and its limits (`privaudit.campaign.config`); `plan_jobs` then
 builds every job's defense and plans every finding (`TrainingJob.check`, `AuditJob.check`), so a
 campaign that passes here fails at run time only for what no check can see before training (a
-run that diverges, a dataset folder that disappears). Nothing is trained and nothing is written;
-the results directory is only read, to say which cells a run would skip.
+run that diverges, a dataset folder that disappears). Nothing is written; the results directory
+is only read, to say which cells a run would skip.
+
+It also says how long each cell a run would compute will take (`privaudit.campaign.estimates`):
+nothing is trained for it but a few timed rounds of each defense on its own world.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from privaudit.campaign.cells import expand_all
 from privaudit.campaign.config import Campaign
+from privaudit.campaign.estimates import Estimate, estimate
 from privaudit.campaign.jobs import AuditJob, TrainingJob, plan_jobs
 from privaudit.data import downloads_refused
 from privaudit.results import ResultsStore
@@ -34,6 +39,8 @@ class Preflight:
     defenses: list[str]
     attacks: list[str]
     warnings: list[str]
+    estimate: Estimate
+    """How long each cell a run would compute will take (`privaudit.campaign.estimates`)."""
 
     def summary(self) -> str:
         """One paragraph: cells per kind, defenses, attacks, what would run."""
@@ -49,6 +56,14 @@ class Preflight:
         attacks = f" Findings: {'; '.join(self.attacks)}." if self.attacks else " No attack or audit tables."
         return (f"campaign '{self.name}' passes every pre-flight check: {total} cells ({counts}). "
                 f"Defenses: {'; '.join(self.defenses)}.{attacks} Of the {total} cells, {would}.")
+
+    def estimate_lines(self) -> list[str]:
+        """How long each cell a run would compute will take, one line each, and the total; none
+        when a run would compute nothing."""
+        if not self.estimate.cells:
+            return []
+        return (["time of each cell a run would compute, an estimate (costs timed on this machine now):"]
+                + [found.line() for found in self.estimate.cells] + [self.estimate.total_line()])
 
 
 def _pending(jobs: list[TrainingJob | AuditJob]) -> dict[str, int]:
@@ -69,8 +84,11 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     out = Path(out)
     finished = set() if force else {row["cell"] for row in ResultsStore(out).read().rows}
     warnings: list[str] = []
+    checked: dict[str, float] = {}
+    started = time.perf_counter()
     with downloads_refused():
-        jobs, _ = plan_jobs(campaign, finished, warnings)
+        jobs, _ = plan_jobs(campaign, finished, warnings, checked)
+        timed = estimate(jobs, checked, time.perf_counter() - started)
     cells, attacks, memberships, audits = expand_all(campaign)
     defenses = [f"{table.name} ({table.kind}" + (f", {table.combinations} runs" if table.combinations > 1 else "")
                 + ")" for table in campaign.defense]
@@ -79,4 +97,4 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     findings += [f"{table.name} ({table.kind} audit)" for table in campaign.audit]
     return Preflight(campaign.campaign.name, out,
                      dict(zip(KINDS, (len(cells), len(attacks), len(memberships), len(audits)))),
-                     _pending(jobs), defenses, findings, campaign.warnings() + warnings)
+                     _pending(jobs), defenses, findings, campaign.warnings() + warnings, timed)
