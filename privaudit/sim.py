@@ -18,7 +18,6 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 from torch.func import vmap
-from tqdm import tqdm
 
 from privaudit.data import Dataset
 from privaudit.flatmodel import FlatModel
@@ -154,13 +153,13 @@ def public_knowledge(defense: Algorithm) -> PublicKnowledge:
 
 
 def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Iterable[Tap] = (),
-             progress: bool = False, label: str = "",
              after_round: Callable[[int, PublicKnowledge], None] | None = None,
              evaluation: bool = True) -> RunOutput:
     """Run `rounds` rounds of `defense`, evaluating at round 0, every `eval_every` rounds and at
     the end; the taps record what their threat models hear. `after_round(t, public)`, when given,
     is called once round t's messages are all sent: an attacker that reads the run as it goes
-    (and lets its tap forget what it has read) keeps a long run's memory bounded. `Diverged` when
+    (and lets its tap forget what it has read) keeps a long run's memory bounded; it is also where
+    a caller counts the rounds for its progress lines (`privaudit.progress`). `Diverged` when
     a round leaves a non-finite state or an evaluation a non-finite metric, `BrokenContract` when
     the states are not a tensor [agents, parameters]. `evaluation=False`
     evaluates nothing (an audit's thousands of worlds are scored by their attacker, not tested)."""
@@ -170,7 +169,7 @@ def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Ite
     wire = Wire(setup.topology, taps)
     history = [evaluate(setup.model, setup.data, _checked_states(defense, "before round 0"), 0)] if evaluation else []
     start = time.perf_counter()
-    for t in tqdm(range(rounds), desc=label or defense.name, disable=None if progress else True, leave=False):
+    for t in range(rounds):
         defense.step(t, wire)
         broken = _non_finite_states(_checked_states(defense, f"after round {t}"))
         if broken:
