@@ -4,7 +4,8 @@
         [--backend local|ray] [--workers N]                N cells at once in local processes or Ray tasks;
                                                            it ends with the verdict table
     privaudit check [CAMPAIGN.toml] [--out DIR] [--force]  every pre-flight check of `run`, no training:
-                                                           a one-paragraph summary, or the one-line error
+                                                           a one-paragraph summary and an estimate of
+                                                           each cell's time, or the one-line error
     run, check, claims: [--allow-code]                     import the modules a campaign lists in
                                                            [campaign] imports (their code runs)
     privaudit list [KIND] [--json | --format FORMAT]       what a campaign can name: defenses, attacks,
@@ -336,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("campaign", nargs="?", help="campaign TOML file (default: the embedded campaigns/demo.toml)")
     run.add_argument("--out", help="results directory (default: results/<campaign name>)")
     run.add_argument("--force", action="store_true", help="recompute cells that already have results")
-    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")
     run.add_argument("--backend", default="local", metavar="{local,ray}",
                      help="where cells run: local (this machine's processes) or ray (default local)")
     run.add_argument("--workers", type=_whole(1), default=1, metavar="N",
