@@ -229,6 +229,13 @@ def epsilon(event: dp_accounting.DpEvent, delta: float, accountant: Accountant =
     Sampling without replacement is analysed by dp_accounting only under "replace_one" and by
     the RDP accountant only, loosely: `without_replacement_epsilon` is its tight accountant.
     Pure ε-DP (Laplace) composes additively: see `pure_epsilon`.
+
+    `relation` is dp_accounting's, and changes the number, not only its label: a noise multiplier
+    is relative to the sensitivity of adding or removing one record, so under "replace_one" the PLD
+    accountant takes a Gaussian's sensitivity as 2 (the ε of σ/2 under "add_remove"); its RDP
+    accountant gives a plain Gaussian the same ε under both and refuses a Poisson-sampled one under
+    "replace_one" (ValueError above). Pass the relation the claim states (`Neighbours.change`), and
+    the noise multiplier relative to add/remove (docs/extending.md).
     """
     if accountant == "rdp":
         engine = rdp.RdpAccountant(neighboring_relation=_RELATIONS[relation])
