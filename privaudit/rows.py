@@ -291,6 +291,40 @@ class Exact(_Record):
     method: Text | None = None
 
 
+class PairFigure(_Record):
+    """One of the pairwise network accountant's figures for a pair (`privaudit.network_accounting`)."""
+    epsilon: Number | NonFinite | None = None
+    method: Text | None = None
+    assumptions: list[Text] = Field(default_factory=list)
+
+
+class PairFigures(_Record):
+    claimed: PairFigure | None = None
+    linear: PairFigure | None = None
+    central: PairFigure | None = None
+    reason: Text | None = None
+
+
+class PositionPair(_Record):
+    """One attacker of a position audit (`attacks.audit.position`): its agents, its graph distance
+    from the victim, its bound and estimate, the pairwise figures and the pair's verdict."""
+    attacker: list[Whole] = Field(min_length=1)
+    distance: Whole
+    eps_lb: Number
+    eps_estimate: Number | None = None
+    unreached: Text | None = None
+    eps_pair_claimed: Number | NonFinite | None = None
+    eps_pair_linear: Number | NonFinite | None = None
+    pairwise: PairFigures | None = None
+    verdict: Verdict | None = None
+
+
+class PositionGraph(_Record):
+    """The graph a position audit ran on, for the report to draw: its agents and undirected edges."""
+    agents: Whole
+    edges: list[tuple[Whole, Whole]] = Field(default_factory=list)
+
+
 class AuditRow(_Row):
     kind: Text | None = None
     confidence: Number | None = None
@@ -309,6 +343,8 @@ class AuditRow(_Row):
     findings: list[Finding] = Field(default_factory=list)
     tightness: Tightness | None = None
     exact: Exact | None = None
+    pairs: list[PositionPair] | None = None
+    graph: PositionGraph | None = None
 
 
 MODELS: dict[str, type[_Row]] = {

@@ -97,9 +97,13 @@ class CheckFailed(Exception):
 def expected_sections(results_dir: Path) -> list[str]:
     """The section ids a report of these results must have: the fixed ones, and one per kind of
     attack row present, the rows read as the report reads them (`ResultsStore`; rows without a
-    `type` are training rows)."""
-    types = {row.get("type", "training") for row in ResultsStore(results_dir).rows()}
-    return list(ALWAYS) + [section for kind, section in BY_ROW_TYPE.items() if kind in types]
+    `type` are training rows), and the position section where a position audit ended."""
+    rows = ResultsStore(results_dir).rows()
+    types = {row.get("type", "training") for row in rows}
+    positions = any(row.get("type") == "audit" and row.get("kind") == "position" and row.get("status") == "ok"
+                    for row in rows)
+    return list(ALWAYS) + [section for kind, section in BY_ROW_TYPE.items() if kind in types] + \
+        (["position"] if positions else [])
 
 
 class DevTools:

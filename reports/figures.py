@@ -397,3 +397,79 @@ def privacy_utility(families: list[dict[str, Any]], parameter: str, noise_edge: 
     figure.suptitle(plain(title), fontsize=10)
     figure.tight_layout()
     return to_data_uri(figure)
+
+
+def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed: float | None, title: str) -> str:
+    """A position audit's pairs against the graph distance between attacker and victim: each
+    attacker's ε lower bound (filled; a coalition's as a square) and its ε estimate (hollow, not a
+    bound), the pairwise network accountant's figures where it gives them (the pair's claim, e.g.
+    Muffliato's, and the exact loss of its linear-Gaussian view), and the defense's own claimed and
+    sound ε, which hold for every attacker, as horizontal lines. A linear axis: bounds of 0 stay on it."""
+    figure, axis = plt.subplots(figsize=(6.4, 3.6))
+    spread = {}
+    for pair in pairs:
+        distance = pair["distance"]
+        offset = 0.06 * spread.setdefault(distance, 0)
+        spread[distance] += 1
+        single = len(pair["attacker"]) == 1
+        axis.plot(distance + offset, pair["eps_lb"], marker="o" if single else "s", color="#cf222e", linestyle="none",
+                  markersize=6, zorder=4)
+        if pair.get("eps_estimate") is not None:
+            axis.plot(distance + offset, pair["eps_estimate"], marker="o" if single else "s", color="#cf222e",
+                      markerfacecolor="none", linestyle="none", markersize=8, zorder=3)
+        for key, marker, colour in (("eps_pair_claimed", "D", "#1d232a"), ("eps_pair_linear", "s", "#0969da")):
+            value = pair.get(key)
+            if isinstance(value, float) and math.isfinite(value):
+                axis.plot(distance + offset, value, marker=marker, color=colour, markerfacecolor="none",
+                          linestyle="none", markersize=7, zorder=2)
+    for value, colour, style, label in ((claimed, "#1d232a", "-.", "claimed ε of the defense"),
+                                        (sound, "#0969da", "--", "sound ε of the defense")):
+        if isinstance(value, float) and math.isfinite(value):
+            axis.axhline(value, color=colour, linestyle=style, linewidth=1, label=f"{label}: {_tick(value)}")
+    handles = [plt.Line2D([], [], marker="o", color="#cf222e", linestyle="none", label="ε lower bound (rigorous)"),
+               plt.Line2D([], [], marker="o", color="#cf222e", markerfacecolor="none", linestyle="none",
+                          label="ε estimate (not a bound)"),
+               plt.Line2D([], [], marker="D", color="#1d232a", markerfacecolor="none", linestyle="none",
+                          label="pairwise claim (network accountant)"),
+               plt.Line2D([], [], marker="s", color="#0969da", markerfacecolor="none", linestyle="none",
+                          label="exact loss of the pair's linear-Gaussian view")]
+    if any(len(pair["attacker"]) > 1 for pair in pairs):
+        handles.append(plt.Line2D([], [], marker="s", color="#cf222e", linestyle="none", label="a coalition's bound"))
+    handles += [line for line in axis.get_lines() if not line.get_label().startswith("_")]
+    distances = sorted({pair["distance"] for pair in pairs})
+    axis.set_xticks(distances)
+    axis.set_xlabel("graph distance from the victim (hops)")
+    axis.set_ylabel("ε")
+    axis.set_ylim(bottom=0)
+    axis.set_title(plain(title), fontsize=9)
+    axis.grid(alpha=0.3)
+    axis.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return to_data_uri(figure)
+
+
+def position_graph(agents: int, edges: list[tuple[int, int]], victim: int, learned: dict[int, float],
+                   title: str) -> str:
+    """The graph a position audit ran on, each agent coloured by the ε lower bound it forces about
+    the victim from what it receives (the victim drawn apart, in black; an agent not audited in grey)."""
+    import networkx as nx
+
+    graph = nx.Graph()
+    graph.add_nodes_from(range(agents))
+    graph.add_edges_from(edges)
+    layout = nx.kamada_kawai_layout(graph) if agents > 1 else {0: (0.0, 0.0)}
+    top = max([value for value in learned.values() if math.isfinite(value)] + [1e-9])
+    colour_map = plt.get_cmap("Reds")
+    colours = ["#1d232a" if node == victim else
+               colour_map(0.15 + 0.85 * learned[node] / top) if node in learned else "#d0d7de"
+               for node in graph.nodes]
+    figure, axis = plt.subplots(figsize=(4.6, 3.6))
+    nx.draw_networkx_edges(graph, layout, ax=axis, edge_color="#8c959f")
+    nx.draw_networkx_nodes(graph, layout, ax=axis, node_color=colours, node_size=300, edgecolors="#57606a")
+    nx.draw_networkx_labels(graph, layout, {node: str(node) for node in graph.nodes if node != victim}, ax=axis,
+                            font_size=8, font_color="#1d232a")
+    nx.draw_networkx_labels(graph, layout, {victim: str(victim)}, ax=axis, font_size=8, font_color="#ffffff")
+    scale = plt.cm.ScalarMappable(cmap=colour_map, norm=plt.Normalize(0, top))
+    figure.colorbar(scale, ax=axis, fraction=0.046, pad=0.02, label="ε lower bound about the victim")
+    axis.set_title(plain(title), fontsize=9)
+    axis.axis("off")
+    return to_data_uri(figure)

@@ -7,8 +7,8 @@ seed and attacked round), membership rows (one per membership table, defense run
 attacked round or final average model) and audit rows (one per audit table and seed). The page
 opens with the verdicts (`reports/verdicts.py`), then the evidence: the claims and training
 sections here (training rows only), reconstruction attacks (`reports/inversion.py`), membership
-inference (`reports/membership.py`), empirical audits (`reports/audits.py`), and the provenance of
-every cell.
+inference (`reports/membership.py`), empirical audits (`reports/audits.py`), privacy by the
+attacker's position (`reports/position.py`), and the provenance of every cell.
 
 Every string from a campaign or a row reaches the page escaped: the environment's `finalize`
 (`reports.notation.html_text`) escapes each `{{ … }}` before it adds the only markup it writes
@@ -38,6 +38,7 @@ from reports.figures import TRAINING_METRICS, epsilon_overview, training_curves
 from reports.inversion import best_reconstructions, inversion_section, row_type
 from reports.membership import membership_section
 from reports.notation import html_text, verbatim
+from reports.position import position_section
 from reports.privacy_utility import privacy_utility_section
 from reports.threat_comparison import threat_comparisons
 from reports.verdicts import verdict_section
@@ -201,7 +202,7 @@ def _campaign(path: Path) -> dict[str, str]:
 SECTION_TITLES = {"claims": "Privacy claims", "training": "Training", "privacy-utility": "Privacy and utility",
                   "coalition": "Coalition attacks",
                   "inversion": "Reconstruction attacks", "membership": "Membership inference",
-                  "audits": "Empirical audits", "provenance": "Provenance"}
+                  "audits": "Empirical audits", "position": "Privacy by position", "provenance": "Provenance"}
 """The sections after the verdicts, in page order, as the table of contents names them."""
 
 
@@ -230,6 +231,7 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
     verdicts = verdict_section(rows, runs)
     sections = {"inversion": inversion_section(rows, results_dir), "coalition": coalition_section(rows, results_dir),
                 "membership": membership_section(rows), "audits": audit_section(rows),
+                "position": position_section(rows),
                 "privacy_utility": privacy_utility_section(rows)}
     html = environment.get_template("report.html").render(
         campaign=_campaign(results_dir / CAMPAIGN_FILE),

@@ -105,7 +105,7 @@ def ratio_text(status: str, values: dict[str, Any]) -> str:
     return f"ε_LB {number(bound)}"
 
 
-RUN_AUDITS = ("canary", "reconstruction")
+RUN_AUDITS = ("canary", "reconstruction", "position")
 """Audit kinds that audit one defense run (their rows name its training cell)."""
 _RELATIVE = 1e-6
 """Two accounted values closer than this (relative) are the same number printed twice."""

@@ -31,6 +31,12 @@ inversion attack rebuilds it from what the threat model heard, and the successes
 same rule, for the relation the game tests, replacing one record (an add/remove claim (ε, δ)
 implies (2ε, (1 + e^ε)δ) for it).
 
+A position audit (`attacks.audit.position.position_audit`) runs one canary audit for many attackers
+at once, each a curious agent (or coalition) hearing only what it receives: its row is a canary
+row whose bound is the strongest pair's, judged against the defense's claim (which holds for every
+attacker), with every pair under `pairs` (attacker, graph distance, ε_LB, estimate, the pairwise
+network accountant's figures and the pair's own verdict where a pairwise claim exists).
+
 A canary audit's game is built here from a campaign cell or a `[[defense]]` table
 (`game_for_cell`, `game_for_table`): `attacks.audit.canary_audit` takes a set-up and a defense's parameters,
 and only this layer knows how a campaign turns into them.
@@ -48,6 +54,7 @@ from attacks.audit.canary_statistics import SELECT_FRACTION
 from attacks.audit.mechanism_audit import audit
 from attacks.audit.mechanisms import MECHANISMS
 from attacks.audit.one_run import one_run_eps
+from attacks.audit.position import position_audit, positions
 from attacks.audit.reconstruction_bounds import reconstruction_bound
 from attacks.audit.reconstruction_game import ReconstructionGame, make_reconstruction_game, play
 from attacks.audit.verdict import Verdict, decide
@@ -174,7 +181,17 @@ def one_run_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *
 
 def _game(cell: AuditCell) -> Game:
     table = cell.table
+    if table.kind == "position":
+        return game_for_cell(cell.training, 1, victim=table.victim, canary=table.canary,
+                             canary_label=table.canary_label, canary_scale=table.canary_scale)
     return game_for_cell(cell.training, table.canaries if table.method == "one_run" else 1, **game_options(table))
+
+
+def _position_game(cell: AuditCell) -> Game:
+    """A position audit's game, its attackers checked against the run's graph (`positions`)."""
+    game = _game(cell)
+    positions(game, cell.table.attackers)
+    return game
 
 
 def reconstruction_game(cell: AuditCell) -> ReconstructionGame:
@@ -197,7 +214,7 @@ def check_audit(cell: AuditCell) -> None:
     if cell.training is None:
         return
     try:
-        (reconstruction_game if cell.table.kind == "reconstruction" else _game)(cell)
+        {"reconstruction": reconstruction_game, "position": _position_game}.get(cell.table.kind, _game)(cell)
     except ConfigError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
 
@@ -328,6 +345,64 @@ def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
         "findings": [{"kind": kind, "text": text} for kind, text in game.claim.analytic()],
         "relation": canary_relation(game),
         "detail": record,
+    }
+
+
+_PAIR_FIELDS = ("attacker", "threat", "distance", "heard", "unreached", "eps_lb", "eps_estimate", "estimate_method",
+                "separation", "eps_pair_claimed", "eps_pair_linear", "pairwise", "verdict", "test")
+"""What the report reads of each pair of a position audit (`attacks.audit.position.position_audit`)."""
+
+
+def position_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
+    """The position audit of the training cell `cell.training`: `cell.table.runs` runs per world,
+    every attacker of `cell.table.attackers` scored from what it receives. The row's bound is the
+    strongest pair's and its verdict judges the defense's claim with it (the claim holds for every
+    attacker, so any pair may refute it); `pairs` keeps every pair, `detail` what they share."""
+    table, training = cell.table, cell.training
+    game = _game(cell)
+    counter = Progress(f"{cell.label} on {training.label}", 2 * table.runs) if progress else None
+    try:
+        pairs = position_audit(game, table.attackers, runs=table.runs, confidence=table.confidence,
+                               delta=table.delta, seed=training.seed, progress=counter)
+    finally:
+        if counter is not None:
+            counter.close()
+    strongest = max(pairs, key=lambda pair: pair["eps_lb"])
+    shared = {key: value for key, value in strongest.items() if key not in _PAIR_FIELDS and key != "scores"}
+    record = {**shared, "eps_lb": strongest["eps_lb"]}
+    sound = _finite(shared["eps_sound"])
+    who = f"agent {strongest['attacker'][0]}" if len(strongest["attacker"]) == 1 else \
+        f"the coalition {strongest['attacker']}"
+    return {
+        "subject": training.label,
+        "defense": training.run.kind,
+        "defense_label": training.label,
+        "eps_lb": strongest["eps_lb"],
+        "delta_lb": None,
+        "delta_lb_eps": None,
+        "delta": shared["delta"],
+        "confidence": table.confidence,
+        "samples": table.runs,
+        "eps_claimed": shared["eps_claimed"],
+        "eps_stated": game.claim.eps_stated,
+        "eps_sound": sound,
+        "delta_sound": None,
+        "eps_estimate": strongest["eps_estimate"],
+        "estimate_method": strongest["estimate_method"],
+        "exact": None,
+        "verdict": canary_verdict(record, game.claim),
+        "tightness": {"of": "eps", "sound": strongest["eps_lb"] / sound if sound else None, "exact": None},
+        "curve": [],
+        "attack": (f"{table.runs:,} runs per world, one {table.canary} canary at agent {table.victim}; "
+                   f"{len(pairs)} attacker(s), each hearing only what it receives (its neighbours' states and its "
+                   f"own), scored by {shared['statistic_method']}; strongest: {who}, {strongest['distance']} "
+                   f"hop(s) away"),
+        "findings": [{"kind": kind, "text": text} for kind, text in game.claim.analytic()],
+        "relation": canary_relation(game),
+        "pairs": [{key: pair[key] for key in _PAIR_FIELDS} for pair in pairs],
+        "graph": {"agents": game.setup.topology.n,
+                  "edges": sorted([min(i, j), max(i, j)] for i, j in game.setup.topology.graph.edges)},
+        "detail": shared,
     }
 
 
@@ -481,6 +556,7 @@ def audit_row(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
     table = cell.table
     try:
         found = (canary_finding(cell, progress) if table.kind == "canary" else
+                 position_finding(cell, progress) if table.kind == "position" else
                  {"mechanism": mechanism_finding, "reconstruction": reconstruction_finding}[table.kind](cell))
         found["status"] = "ok"
     except Exception as error:  # noqa: BLE001 - only a value error, or a defense written elsewhere, fails a row

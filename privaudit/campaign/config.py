@@ -430,7 +430,7 @@ class MembershipConfig(ThreatConfig):
         return self.label or f"membership ({self.target})"
 
 
-AUDIT_KINDS = ("mechanism", "canary", "reconstruction")
+AUDIT_KINDS = ("mechanism", "canary", "reconstruction", "position")
 _MECHANISM_FIELDS = ("mechanism", "params", "adjacency", "dim", "releases", "samples", "curve")
 _RUN_FIELDS = ("defense", "victim", "threat", "observer", "links", "directed_links")
 """What every audit of a defense run has: the run, the victim and who listens."""
@@ -438,8 +438,13 @@ _CANARY_ONLY = ("method", "runs", "canaries", "guesses", "canary", "channels", "
                 "canary_scale", "statistic", "canary_norm")
 _CANARY_FIELDS = _RUN_FIELDS + _CANARY_ONLY
 _RECONSTRUCTION_FIELDS = ("attack", "scenario", "round", "threshold_db", "trials", "pool")
-_UNUSED = {"mechanism": _CANARY_FIELDS + _RECONSTRUCTION_FIELDS, "canary": _MECHANISM_FIELDS + _RECONSTRUCTION_FIELDS,
-           "reconstruction": _MECHANISM_FIELDS + _CANARY_ONLY}
+_POSITION_ONLY = ("attackers",)
+_UNUSED = {"mechanism": _CANARY_FIELDS + _RECONSTRUCTION_FIELDS + _POSITION_ONLY,
+           "canary": _MECHANISM_FIELDS + _RECONSTRUCTION_FIELDS + _POSITION_ONLY,
+           "reconstruction": _MECHANISM_FIELDS + _CANARY_ONLY + _POSITION_ONLY,
+           "position": _MECHANISM_FIELDS + _RECONSTRUCTION_FIELDS + ("threat", "observer", "links", "directed_links",
+                                                                     "method", "canaries", "guesses", "channels",
+                                                                     "protocol", "statistic", "canary_norm")}
 MAX_POOL = 10_000
 """Candidates a reconstruction audit's prior may hold (κ compares every pair of them)."""
 CANARY_METHODS = ("repeated", "one_run")
@@ -479,6 +484,13 @@ class AuditConfig(_HearsLinks):
     `attack` rebuilds one image, and the trial succeeds when its PSNR against z is at least
     `threshold_db`. ε_LB = log((p_LB − δ)/κ) (`attacks/audit/reconstruction_bounds.py`), κ the
     prior's baseline for that threshold.
+    `kind = "position"`: privacy by the attacker's position in the graph (`attacks/audit/position.py`;
+    one cell per run and seed): `runs` runs per world with and without one gradient canary at
+    `victim`, each of `attackers` (an agent: a curious agent hearing only what it receives; a list
+    of agents: a coalition pooling it; default every other agent alone) scored from the states it
+    receives, all from the same runs; per pair ε_LB beside the graph distance and the pairwise
+    network accountant's figures (`privaudit/network_accounting.py`). Defenses whose states follow a
+    public linear recurrence only.
     `delta` is the δ of ε_LB (default: the claim's δ — 0 for a pure-ε claim — else 1e-5; a
     reconstruction audit of an add/remove claim takes the δ that claim implies for replacing one
     record).
@@ -528,10 +540,13 @@ class AuditConfig(_HearsLinks):
         20, ge=1, description="reconstruction: independent trials (a fresh target and seed each)")
     pool: int = Field(1000, ge=1, le=MAX_POOL, description="reconstruction: candidate records of the prior, drawn "
                       "from the held-out split (at most as many as it has)")
+    attackers: list[Annotated[int, Field(ge=0)] | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]] \
+        | None = Field(None, min_length=1, description="position: the attacking agents, each an agent (a curious "
+                       "agent) or a list of agents (a coalition); default every other agent alone")
 
     LATER: ClassVar[dict[str, Any]] = {"directed_links": None, "statistic": "auto", "canary_norm": None,
                                        "attack": "idlg", "scenario": None, "round": 0, "threshold_db": 30.0,
-                                       "trials": 20, "pool": 1000}
+                                       "trials": 20, "pool": 1000, "attackers": None}
 
     def misplaced(self) -> tuple[str, str] | None:
         """(field, why) when a field is set that the audit's kind does not use."""
@@ -639,15 +654,21 @@ class Campaign(BaseModel):
         return [k for k, _ in chosen]
 
     def audit_targets(self, index: int) -> list[int]:
-        """The defense tables canary or reconstruction audit `index` runs on (none for a mechanism
-        audit); a reconstruction audit's, those whose view has its scenario's extractor."""
+        """The defense tables canary, reconstruction or position audit `index` runs on (none for a
+        mechanism audit); a reconstruction audit's, those whose view has its scenario's extractor; a
+        position audit's, those whose states follow an exact public recurrence (their view's
+        dynamics) and whose view states a canary channel."""
         table = self.audit[index]
         if table.kind == "mechanism":
             return []
         if table.kind == "reconstruction":
             return [k for k, _ in self._extracting(_named(self.defense, table.defense), table.scenario,
                                                    table.defense is not None)]
-        if table.statistic == "law":
+        if table.kind == "position":
+            kinds = {kind for kind, model in DYNAMICS.items() if model.exact and kind in CHANNELS}
+            lacks, has = ("follows no exact public state recurrence with a canary channel",
+                          "follows an exact public state recurrence with a canary channel")
+        elif table.statistic == "law":
             kinds, lacks, has = CHANNELS, "states no law for a canary channel", "states a canary channel's law"
         else:
             kinds, lacks, has = {kind for kind, _ in EXTRACTORS}, "has no extractor to audit", "has an extractor"

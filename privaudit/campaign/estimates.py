@@ -246,7 +246,7 @@ class Estimator:
                          seconds / len(cells), how) for cell in cells]
 
     def audit(self, cell: AuditCell) -> CellTime:
-        """A mechanism audit's sampling, or a canary audit's training runs (module docstring)."""
+        """A mechanism audit's sampling, or a canary or position audit's training runs (module docstring)."""
         table, training = cell.table, cell.training
         what = f"{cell.label}{'' if training is None else f' on {training.label}'} seed {cell.seed}"
         if table.kind == "mechanism":
@@ -255,10 +255,10 @@ class Estimator:
             return CellTime(what, values * SECONDS_PER_VALUE,
                             f"{values:,} sampled values at {SECONDS_PER_VALUE:.1g} s each, measured on this project's "
                             "machine; its claim's and privacy curve's accountants not counted")
-        if table.kind != "canary":
+        if table.kind not in ("canary", "position"):
             return CellTime(what, None, f"a {table.kind} audit's trials are not modelled")
         rate = self.rate(training)
-        runs = 2 * table.runs if table.method == "repeated" else 1
+        runs = 2 * table.runs if table.kind == "position" or table.method == "repeated" else 1
         rounds = runs * training.run.rounds
         what_runs = f"{runs:,} runs of {training.run.rounds:,} rounds" if runs > 1 else \
             f"one run of {training.run.rounds:,} rounds"

@@ -1,0 +1,70 @@
+"""The report's "Privacy by position" section, from position-audit rows alone
+(`attacks.audit.position`, `privaudit.campaign.audit_findings.position_finding`): per audited run, what
+each curious agent (or coalition) forces about the victim against its graph distance, beside the
+pairwise network accountant's figures and the defense's own claimed and sound ε; the graph with
+each agent coloured by what it learns; and a table of the pairs with each pair's verdict.
+
+The verdict of the run itself (the strongest pair against the defense's claim) is in the verdicts
+at the top, by the same rule as every audit; a pair's verdict tests the pairwise claim where the
+network accountant states one. Nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reports.audits import audit_failed, number
+from reports.figures import position_distance, position_graph
+from reports.inversion import row_type
+
+
+def _who(pair: dict[str, Any]) -> str:
+    agents = pair["attacker"]
+    return f"agent {agents[0]}" if len(agents) == 1 else f"coalition {', '.join(map(str, agents))}"
+
+
+def _pair(pair: dict[str, Any]) -> dict[str, Any]:
+    figures = pair.get("pairwise") or {}
+    verdict = pair.get("verdict") or {}
+    return {"attacker": _who(pair), "distance": pair["distance"], "eps_lb": number(pair["eps_lb"]),
+            "estimate": number(pair.get("eps_estimate")), "claimed": number(pair.get("eps_pair_claimed")),
+            "linear": number(pair.get("eps_pair_linear")),
+            "verdict": verdict.get("status") or ("not reached" if pair.get("unreached") else "no pairwise claim"),
+            "note": pair.get("unreached") or verdict.get("reason") or figures.get("reason") or ""}
+
+
+def _methods(pairs: list[dict[str, Any]]) -> list[str]:
+    """The pairwise figures' methods and assumptions, each once, in words."""
+    seen: dict[str, None] = {}
+    for pair in pairs:
+        for name in ("claimed", "linear", "central"):
+            figure = (pair.get("pairwise") or {}).get(name)
+            if figure and figure.get("method"):
+                seen[f"{name}: {figure['method']}"] = None
+    return list(seen)
+
+
+def _entry(row: dict[str, Any]) -> dict[str, Any]:
+    pairs = sorted(row["pairs"], key=lambda pair: (pair["distance"], pair["attacker"]))
+    detail = row.get("detail") or {}
+    victim = detail.get("victim", "?")
+    title = (f"{row.get('defense_label', '?')} · {row.get('label', '?')}: {detail.get('topology', '?')} of "
+             f"{detail.get('agents', '?')}, victim {victim}, seed {row.get('seed', '?')}")
+    graph = row.get("graph") or {}
+    learned = {pair["attacker"][0]: float(pair["eps_lb"]) for pair in pairs if len(pair["attacker"]) == 1}
+    return {
+        "title": title,
+        "runs": row.get("samples"), "confidence": row.get("confidence"), "delta": row.get("delta"),
+        "figure": position_distance(pairs, row.get("eps_sound"), row.get("eps_claimed"), title),
+        "graph": position_graph(graph["agents"], [tuple(e) for e in graph.get("edges", [])], victim, learned,
+                                f"what each agent learns about agent {victim}")
+        if graph.get("agents") and isinstance(victim, int) else None,
+        "pairs": [_pair(pair) for pair in pairs],
+        "methods": _methods(pairs),
+    }
+
+
+def position_section(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per position-audit row that ended with pairs, in the order they finished."""
+    return [_entry(row) for row in rows if row_type(row) == "audit" and row.get("kind") == "position"
+            and not audit_failed(row) and row.get("pairs")]

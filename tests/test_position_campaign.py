@@ -1,0 +1,67 @@
+"""`[[audit]] kind = "position"` in campaigns: one cell per targeted run and seed, a row whose bound is
+the strongest pair's and whose pairs keep every attacker with its graph distance, a report section
+that draws them, and one-line errors for what a position audit cannot run."""
+
+import pytest
+
+from privaudit.campaign.config import parse_campaign
+from privaudit.campaign.run import run_campaign
+from privaudit.errors import ConfigError
+from reports.html import render_report
+from tests.helpers import without_notation
+
+LINE = {"kind": "dp_dpsgd", "label": "line", "topology": "line", "agents": 6, "model": "logreg", "rounds": 8,
+        "eval_every": 8, "batch_size": 10, "lr": 0.5, "clip": 1.0, "noise_multiplier": 0.5}
+POSITION = {"kind": "position", "label": "by position", "victim": 0, "runs": 512}
+
+
+def _campaign(audits, defenses=(LINE,)):
+    return parse_campaign({"campaign": {"name": "t", "seeds": [0]},
+                           "data": {"max_train": 120, "partition": "iid"},
+                           "defense": list(defenses), "audit": list(audits)})
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    out = tmp_path_factory.mktemp("position")
+    store = run_campaign(_campaign([POSITION | {"attackers": [1, 3, 5, [4, 5]]}]), "# t", out, progress=False,
+                         say=lambda _: None)
+    return out, [row for row in store.rows() if row.get("type") == "audit"]
+
+
+def test_the_row_keeps_every_pair_and_judges_the_claim_with_the_strongest(finished):
+    _, (row,) = finished
+    assert row["status"] == "ok" and row["kind"] == "position" and row["defense_label"] == "line"
+    pairs = row["pairs"]
+    assert [(pair["attacker"], pair["distance"]) for pair in pairs] == [([1], 1), ([3], 3), ([5], 5), ([4, 5], 4)]
+    assert row["eps_lb"] == max(pair["eps_lb"] for pair in pairs)
+    assert row["eps_lb"] <= row["eps_sound"]  # every attacker's view is post-processing of the victim's releases
+    assert row["verdict"]["status"] in ("inconclusive", "consistent")
+    assert row["graph"] == {"agents": 6, "edges": [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]]}
+    # the adjacent agent learns more than the far end (σ = 0.5, 512 runs per side: about 3 against 0 here)
+    assert pairs[0]["eps_lb"] > pairs[2]["eps_lb"]
+
+
+def test_the_report_draws_the_pairs_against_distance_and_the_run_verdict_uses_them(finished):
+    out, _ = finished
+    html = without_notation(render_report(out).read_text())
+    section = html[html.index('<section id="position">'):html.index('<section id="provenance">')]
+    assert section.count('src="data:image/png;base64,') == 2  # the distance figure and the graph
+    assert "<td>coalition 4, 5</td><td class=\"num\">4</td>" in section
+    verdicts = html[html.index('<section id="verdicts">'):html.index('<section id="claims">')]
+    assert "not audited" not in verdicts  # the run's verdict rests on its position audit
+
+
+@pytest.mark.parametrize("table, defenses, message", [
+    (POSITION | {"attackers": [9]}, (LINE,), "attacker 9 names no agent of 0..5"),
+    (POSITION | {"attackers": [[0, 2]]}, (LINE,), "holds the victim 0"),
+    (POSITION | {"threat": "eavesdropper"}, (LINE,), "threat: not a field of a position audit"),
+    ({"kind": "canary", "attackers": [1]}, (LINE,), "attackers: not a field of a canary audit"),
+    (POSITION | {"defense": ["tern"]}, (LINE, {"kind": "ternary", "label": "tern", "agents": 6, "model": "logreg"}),
+     "follows no exact public state recurrence"),
+])
+def test_what_a_position_audit_cannot_run_is_named_before_training(tmp_path, table, defenses, message):
+    from privaudit.campaign.preflight import preflight
+
+    with pytest.raises(ConfigError, match=message):
+        preflight(_campaign([table], defenses), tmp_path)
