@@ -465,9 +465,10 @@ def position_graph(agents: int, edges: list[tuple[int, int]], victim: int, learn
     figure, axis = plt.subplots(figsize=(4.6, 3.6))
     nx.draw_networkx_edges(graph, layout, ax=axis, edge_color="#8c959f")
     nx.draw_networkx_nodes(graph, layout, ax=axis, node_color=colours, node_size=300, edgecolors="#57606a")
-    nx.draw_networkx_labels(graph, layout, {node: str(node) for node in graph.nodes if node != victim}, ax=axis,
-                            font_size=8, font_color="#1d232a")
-    nx.draw_networkx_labels(graph, layout, {victim: str(victim)}, ax=axis, font_size=8, font_color="#ffffff")
+    dark = {node for node in graph.nodes if node == victim or learned.get(node, 0.0) > 0.55 * top}
+    for nodes, colour in ((dark, "#ffffff"), (set(graph.nodes) - dark, "#1d232a")):
+        nx.draw_networkx_labels(graph, layout, {node: str(node) for node in nodes}, ax=axis, font_size=8,
+                                font_color=colour)
     scale = plt.cm.ScalarMappable(cmap=colour_map, norm=plt.Normalize(0, top))
     figure.colorbar(scale, ax=axis, fraction=0.046, pad=0.02, label="ε lower bound about the victim")
     axis.set_title(plain(title), fontsize=9)
