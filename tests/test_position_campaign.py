@@ -65,3 +65,25 @@ def test_what_a_position_audit_cannot_run_is_named_before_training(tmp_path, tab
 
     with pytest.raises(ConfigError, match=message):
         preflight(_campaign([table], defenses), tmp_path)
+
+
+@pytest.mark.slow
+def test_the_preset_runs_and_shows_privacy_falling_with_distance_on_every_graph(tmp_path):
+    """campaigns/privacy_by_position.toml end to end (about 2–4 minutes on 2 cores): every
+    position row ends, its closest attacker learns more than its farthest, and none exceeds the
+    defense's sound ε."""
+    from pathlib import Path
+
+    from privaudit.campaign.config import load_campaign
+
+    path = Path(__file__).parents[1] / "campaigns" / "privacy_by_position.toml"
+    store = run_campaign(load_campaign(path), path.read_text(), tmp_path, progress=False, say=lambda _: None)
+    rows = [row for row in store.rows() if row.get("kind") == "position"]
+    assert rows and all(row["status"] == "ok" for row in rows)
+    for row in rows:
+        pairs = sorted(row["pairs"], key=lambda pair: pair["distance"])
+        closest = max(pair["eps_lb"] for pair in pairs if pair["distance"] == pairs[0]["distance"])
+        farthest = max(pair["eps_lb"] for pair in pairs if pair["distance"] == pairs[-1]["distance"])
+        assert closest <= row["eps_sound"], row["defense_label"]
+        if pairs[-1]["distance"] > pairs[0]["distance"]:
+            assert closest > farthest, row["defense_label"]
