@@ -1,7 +1,11 @@
 """Helpers for tests: small campaigns built from dicts the way a user's TOML would be, and a
 set-up small enough to check one round of a defense by hand."""
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from privaudit.campaign.config import parse_campaign
@@ -59,3 +63,17 @@ def without_notation(html: str) -> str:
     opportunities in long runs, and the spans around a number in scientific notation or an
     unbreakable piece (they hold no other tag), so a test can look for the text it expects."""
     return re.sub(r'<span class="(?:nb|long)">([^<]*)</span>', r"\1", html.replace("<wbr>", ""))
+
+
+def run_logged(directory: Path, campaign: str) -> tuple[int, str]:
+    """`privaudit run` of the campaign text `campaign` in a subprocess whose output goes to a file
+    (not a terminal), a progress line at every update (`PRIVAUDIT_PROGRESS_SECONDS=0`): its exit
+    status and the log as a reader of that file sees it."""
+    (directory / "c.toml").write_text(campaign)
+    log = directory / "log"
+    with log.open("w") as handle:
+        code = subprocess.run([sys.executable, "-m", "privaudit.cli", "run", str(directory / "c.toml"), "--out",
+                               str(directory / "out")], stdout=handle, stderr=subprocess.STDOUT,
+                              cwd=Path(__file__).resolve().parent.parent,
+                              env=os.environ | {"PRIVAUDIT_PROGRESS_SECONDS": "0"}, timeout=300).returncode
+    return code, log.read_text()

@@ -3,14 +3,10 @@ plain line per interval — runs done, rate, time left as an estimate — and no
 reaches the log from any progress bar."""
 
 import io
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from privaudit.progress import Progress
+from tests.helpers import run_logged
 
-ROOT = Path(__file__).resolve().parent.parent
 CAMPAIGN = ('[campaign]\nname = "progress"\n[data]\ndataset = "digits"\nmax_train = 200\n[[defense]]\n'
             'kind = "dp_dpsgd"\nlabel = "DP"\nagents = 4\ntopology = "complete"\nrounds = 6\neval_every = 6\n'
             'model = "logreg"\nbatch_size = 10\nlr = 0.5\nnoise_multiplier = 1.0\n[[audit]]\nkind = "canary"\n'
@@ -29,12 +25,6 @@ def test_in_a_log_progress_is_plain_lines_with_the_rate_and_time_left():
 
 
 def test_a_campaign_logged_to_a_file_shows_canary_progress_and_no_carriage_return(tmp_path):
-    (tmp_path / "c.toml").write_text(CAMPAIGN)
-    log = tmp_path / "log"
-    with log.open("w") as handle:
-        code = subprocess.run([sys.executable, "-m", "privaudit.cli", "run", str(tmp_path / "c.toml"), "--out",
-                               str(tmp_path / "out")], stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT,
-                              env=os.environ | {"PRIVAUDIT_PROGRESS_SECONDS": "0"}, timeout=300).returncode
-    text = log.read_text()
+    code, text = run_logged(tmp_path, CAMPAIGN)
     assert code == 0 and "\r" not in text
     assert any(line.startswith("  canary on DP: ") and "/1,200 runs" in line for line in text.splitlines()), text

@@ -4,14 +4,10 @@ a log as plain lines (no carriage return), with the rate and, where a total is k
 left as an estimate ("at most" where the step may stop sooner)."""
 
 import io
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from privaudit.progress import Progress
+from tests.helpers import run_logged
 
-ROOT = Path(__file__).resolve().parent.parent
 CAMPAIGN = """
 [campaign]
 name = "long-steps"
@@ -94,13 +90,7 @@ def test_a_slow_rate_is_not_rounded_to_zero():
 
 
 def test_a_campaign_logged_to_a_file_counts_every_long_step_in_plain_lines(tmp_path):
-    (tmp_path / "c.toml").write_text(CAMPAIGN)
-    log = tmp_path / "log"
-    with log.open("w") as handle:
-        code = subprocess.run([sys.executable, "-m", "privaudit.cli", "run", str(tmp_path / "c.toml"), "--out",
-                               str(tmp_path / "out")], stdout=handle, stderr=subprocess.STDOUT, cwd=ROOT,
-                              env=os.environ | {"PRIVAUDIT_PROGRESS_SECONDS": "0"}, timeout=300).returncode
-    text = log.read_text()
+    code, text = run_logged(tmp_path, CAMPAIGN)
     assert code == 0 and "\r" not in text, text
     lines = text.splitlines()
 
