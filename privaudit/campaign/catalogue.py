@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+from collections.abc import Callable
 import re
 from typing import Any
 
@@ -220,18 +221,22 @@ def _value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def _type_and_default(field: dict[str, Any], optional: str, show: Callable[[Any], str]) -> tuple[str, str]:
+    """A field's type and its default in words: "required", `optional` where the default is None
+    (TOML has no None: leave the key out; the type then drops its "| None"), else `show(default)`."""
+    if field["required"]:
+        return field["type"], "required"
+    if field["default"] is None:
+        return field["type"].removesuffix(" | None"), optional
+    return field["type"], show(field["default"])
+
+
 def _field_lines(fields: list[dict[str, Any]], indent: str) -> list[str]:
     """`name: type = default — description`; a field whose default is None is "optional" (TOML
     has no None: leave the key out)."""
     lines = []
     for field in fields:
-        kind = field["type"]
-        if field["required"]:
-            default = "required"
-        elif field["default"] is None:
-            kind, default = kind.removesuffix(" | None"), "(optional)"
-        else:
-            default = f"= {_value(field['default'])}"
+        kind, default = _type_and_default(field, "(optional)", lambda value: f"= {_value(value)}")
         line = f"{indent}{field['name']}: {kind} {default}"
         lines.append(line + (f" — {field['description']}" if field["description"] else ""))
     return lines
@@ -351,13 +356,7 @@ def _field_table(fields: list[dict[str, Any]]) -> list[str]:
         return ["No fields of its own."]
     lines = ["| field | type | default | description |", "| --- | --- | --- | --- |"]
     for field in fields:
-        kind = field["type"]
-        if field["required"]:
-            default = "required"
-        elif field["default"] is None:
-            kind, default = kind.removesuffix(" | None"), "optional"
-        else:
-            default = _code(_value(field["default"]))
+        kind, default = _type_and_default(field, "optional", lambda value: _code(_value(value)))
         lines.append(f"| {_code(field['name'])} | {_code(kind)} | {default} | {_cell(field['description'])} |")
     return lines
 
