@@ -35,8 +35,10 @@ def statuses(values: list[str]) -> list[str]:
 
 
 def failing(found: dict[str, Any], fail_on: list[str]) -> list[dict[str, Any]]:
-    """The verdict records whose status is one `fail_on` names."""
-    return [record for record in found["verdicts"] if record["status"] in fail_on]
+    """The verdict records whose status is one `fail_on` names, or which carry it as a finding (a
+    refuted claim that is also below the sound accountant fails `--fail-on understated` too)."""
+    return [record for record in found["verdicts"]
+            if record["status"] in fail_on or set(record.get("findings") or []) & set(fail_on)]
 
 
 def gate_line(found: dict[str, Any], fail_on: list[str]) -> str:
@@ -46,8 +48,17 @@ def gate_line(found: dict[str, Any], fail_on: list[str]) -> str:
     if not failed:
         count = len(found["verdicts"])
         return f"privacy gate passed: no verdict is {gated} ({count} verdict{'' if count == 1 else 's'})"
-    names = "; ".join(f"{printable(record['subject'])} ({record['status']})" for record in failed)
+    names = "; ".join(f"{printable(record['subject'])} ({record['status']}"
+                      + ("" if record["status"] in fail_on else f", {_gated_as(record, fail_on)}") + ")"
+                      for record in failed)
     return f"privacy gate failed: {len(failed)} of {len(found['verdicts'])} verdicts {gated}: {names}"
+
+
+def _gated_as(record: dict[str, Any], fail_on: list[str]) -> str:
+    """The verdict kind in `fail_on` that a failing record shows: its status, or a finding it carries."""
+    if record["status"] in fail_on:
+        return record["status"]
+    return next(kind for kind in record.get("findings") or [] if kind in fail_on)
 
 
 def junit(found: dict[str, Any], fail_on: list[str]) -> str:
@@ -63,8 +74,9 @@ def junit(found: dict[str, Any], fail_on: list[str]) -> str:
         numbers = (f"status {record['status']}; claimed ε {record['eps_claimed']}; sound ε {record['eps_sound']}; "
                    f"empirical ε_LB {record['eps_lb']}; estimate {record['eps_estimate']}")
         if record in failed:
-            ElementTree.SubElement(case, "failure", message=f"{record['status']}: {MEANINGS[record['status']]}",
-                                   type=record["status"]).text = printable(numbers)
+            gated = _gated_as(record, fail_on)
+            ElementTree.SubElement(case, "failure", message=f"{gated}: {MEANINGS[gated]}",
+                                   type=gated).text = printable(numbers)
         ElementTree.SubElement(case, "system-out").text = printable(numbers)
     return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 

@@ -24,7 +24,8 @@ show it:
 - **not audited**: a claim without an empirical bound in these results.
 
 Analytic findings stand beside the status, in their own colour, and raise a verdict to the findings'
-rank (`severity`), because they need no attack: the claim's premise failed in the run, the claim lies outside its theorem's
+rank (`severity`), because they need no attack (a claim below the sound accountant whose verdict is
+another, a refutation above all, carries "understated" as a finding, so neither fact hides the other): the claim's premise failed in the run, the claim lies outside its theorem's
 range, no sound bound exists, or the claim is vacuous (`privaudit.accounting.FINDING_KINDS`).
 
 Audit rows reach a defense run's verdict when they are canary or reconstruction audits of it (their
@@ -392,6 +393,9 @@ def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, re
         verdict = (audit.get("verdict") or {}).get("status") or audit.get("status") or "?"
         notes.append(f"Mechanism audit of the same algorithm: {audit.get('label', '?')} · "
                      f"{audit.get('subject', '?')} ({verdict}; see its own verdict).")
+    findings = _findings(claims)
+    if understated is not None and status != "understated":
+        findings.insert(0, {"kind": "understated", "text": understated})
     claim, sound, bound = _claim_cell(claims), _sound_cell(claims), evidence.bound()
     values = _values([c.get("eps_claimed") for c in claims], [c.get("eps_stated") for c in claims],
                      [c.get("eps_sound") for c in claims], evidence.best(),
@@ -402,7 +406,7 @@ def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, re
             "short": _short(status, values, claim, sound, bound, evidence.conditions()), "values": values,
             "ratio": ratio_text(status, values),
             "assumptions": [str(a) for a in claims[0].get("assumptions") or []], "group": runs[0].get("group"),
-            "notes": notes, "findings": _findings(claims), "conditions": evidence.conditions()}
+            "notes": notes, "findings": findings, "conditions": evidence.conditions()}
 
 
 def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:

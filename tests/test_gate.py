@@ -67,3 +67,19 @@ def test_one_seed_shows_its_value_without_a_spread(gated):
     training = training[:training.index("</section>")]
     table = training.split("</table>", 1)[0]
     assert "accuracy" in table and "±" not in table
+
+
+def test_a_refuted_claim_that_is_also_understated_fails_a_gate_on_either():
+    """A claim below the sound accountant that an audit also refutes is "refuted" with the finding
+    "understated": `--fail-on understated` must not pass it (a newcomer's plugin hit this)."""
+    from reports.gate import failing, gate_line
+
+    found = {"verdicts": [{"subject": "mine", "status": "refuted", "findings": ["understated"], "eps_claimed": "2",
+                           "eps_sound": "8", "eps_lb": 3.4, "eps_estimate": 7.8},
+                          {"subject": "other", "status": "consistent", "findings": [], "eps_claimed": "2",
+                           "eps_sound": "1", "eps_lb": 0.5, "eps_estimate": 0.9}]}
+    assert [record["subject"] for record in failing(found, ["understated"])] == ["mine"]
+    assert gate_line(found, ["understated"]) == ("privacy gate failed: 1 of 2 verdicts understated: "
+                                                 "mine (refuted, understated)")
+    failure = ElementTree.fromstring(junit(found, ["understated"])).find("testcase/failure")
+    assert failure.get("type") == "understated"

@@ -367,3 +367,14 @@ def test_the_ratio_names_what_decides_each_kind_of_verdict():
     assert ratio_text("consistent", values | {"of_delta": True, "eps_lb": None, "delta_lb": 0.098}) == "δ_LB 0.098"
     assert ratio_text("understated", values | {"sound": 72.22, "claimed": 7.166}) == "sound ε 72.22 = 10 × claimed"
     assert ratio_text("not audited", values) == "" and ratio_text("no privacy", values) == ""
+
+
+def test_a_refuted_claim_below_the_sound_accountant_carries_understated_as_a_finding(tmp_path):
+    """Both facts stay visible: the refutation is the status, the accounting error a finding, so
+    the report, the JSON and `--fail-on understated` all see it."""
+    rows = [_training("t-low", "Low", _claim("(ε, δ)-DP", eps_claimed=2.0, eps_sound=8.0, delta=1e-5)),
+            {**_audit("a-low", subject="Low", defense_label="Low", verdict="refuted", eps_lb=3.4, eps_claimed=2.0,
+                      eps_sound=8.0), "training": "t-low"}]
+    (entry,) = verdict_section(rows, runs_of(rows[:1]))["entries"]
+    assert entry["status"] == "refuted" and entry["findings"][0]["kind"] == "understated"
+    assert "sound accountant" in entry["findings"][0]["text"]
