@@ -32,6 +32,10 @@ def test_the_api_keeps_the_command_lines_guards(tmp_path):
     raw = {"defense": [{"kind": "examples.laplace_gossip:LaplaceGossip"}]}
     with pytest.raises(ConfigError, match="list it in \\[campaign\\] imports"):
         privaudit.load_campaign(raw)
+    listed = raw | {"campaign": {"imports": ["examples.laplace_gossip"]}}
+    with pytest.raises(ConfigError, match="allow_code=True") as refused:  # the Python caller's consent, not a flag
+        privaudit.load_campaign(listed)
+    assert "--allow-code" not in str(refused.value)
     with pytest.raises(ConfigError, match="claim is"):
         privaudit.audit("laplace", claim=(1.0,))
     results = privaudit.run(privaudit.load_campaign({"defense": [{"kind": "dpsgd", "agents": 3, "rounds": 1,
@@ -41,3 +45,15 @@ def test_the_api_keeps_the_command_lines_guards(tmp_path):
                             tmp_path / "o")
     assert [verdict.status for verdict in results.verdicts] == ["no privacy"] and not results.failing("refuted")
     assert results.rows[0]["schema"] == 1
+
+
+def test_a_run_from_python_takes_the_command_lines_threads_and_gives_the_callers_back(monkeypatch):
+    import torch
+
+    from privaudit.threads import limited
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    with limited(None) as count:
+        inside = torch.get_num_threads()
+    assert inside == 1 and count == "1 thread" and torch.get_num_threads() == before

@@ -30,6 +30,7 @@ from privaudit.campaign.executors import make_executor
 from privaudit.campaign.run import run_campaign
 from privaudit.errors import ConfigError
 from privaudit.results import ResultsStore
+from privaudit.threads import limited
 from reports.html import render_report
 from reports.summary import summary
 
@@ -70,33 +71,47 @@ class Results:
     verdicts: tuple[Verdict, ...]
 
     def failing(self, *statuses: str) -> list[Verdict]:
-        """The verdicts whose status is one of `statuses` (the privacy gate's test)."""
-        return [verdict for verdict in self.verdicts if verdict.status in statuses]
+        """The verdicts whose status is one of `statuses`, or that carry one as a finding (a refuted
+        claim also below the sound accountant fails "understated" too): the privacy gate's test."""
+        return [verdict for verdict in self.verdicts
+                if verdict.status in statuses or set(verdict.findings) & set(statuses)]
 
 
 def load_campaign(source: str | Path | dict[str, Any], *, allow_code: bool = False) -> Campaign:
     """A validated campaign from a TOML file or from the dict such a file parses to; ConfigError
     (one line) on the first bad field. `allow_code`: the consent to import the modules the campaign
     lists in `[campaign] imports`."""
-    if isinstance(source, dict):
-        return parse_campaign(source, allow_code=allow_code)
-    return _load_file(source, allow_code=allow_code)
+    try:
+        if isinstance(source, dict):
+            return parse_campaign(source, allow_code=allow_code)
+        return _load_file(source, allow_code=allow_code)
+    except ConfigError as error:
+        raise ConfigError(_in_python(str(error))) from None
+
+
+def _in_python(message: str) -> str:
+    """An error worded for the command line, worded for a Python caller: its consent to run a
+    campaign's code is the `allow_code=True` keyword, not the `--allow-code` flag."""
+    return message.replace("--allow-code", "allow_code=True")
 
 
 def run(campaign: Campaign | str | Path, out: str | Path, *, allow_code: bool = False, force: bool = False,
-        workers: int = 1, progress: bool = False) -> Results:
+        workers: int = 1, progress: bool = False, threads: int | None = None) -> Results:
     """Run every cell of `campaign` (a campaign file, or one from `load_campaign`) not yet in
     `out` (all with `force`) on `workers` local processes, render the report, and return the
-    results read back. A campaign file's text is kept beside the rows, as the CLI keeps it."""
+    results read back. A campaign file's text is kept beside the rows, as the CLI keeps it.
+    `threads`: torch's threads while it runs, as the CLI's `--threads` (default one, or
+    OMP_NUM_THREADS; `privaudit.threads`), the caller's own count restored after."""
     if isinstance(campaign, (str, Path)):
         text = Path(campaign).read_text(encoding="utf-8")
-        campaign = _load_file(campaign, allow_code=allow_code)
+        campaign = load_campaign(campaign, allow_code=allow_code)
     elif isinstance(campaign, Campaign):
         text = "# a campaign built in Python (privaudit.campaign.api): no campaign file\n"
     else:
         raise ConfigError("run takes a campaign file or a campaign from privaudit.load_campaign")
-    run_campaign(campaign, text, out, force=force, progress=progress, executor=make_executor("local", workers),
-                 say=print if progress else _silent)
+    with limited(threads):
+        run_campaign(campaign, text, out, force=force, progress=progress, executor=make_executor("local", workers),
+                     say=print if progress else _silent)
     return results(out)
 
 
