@@ -23,24 +23,40 @@ def _who(pair: dict[str, Any]) -> str:
     return f"agent {agents[0]}" if len(agents) == 1 else f"coalition {', '.join(map(str, agents))}"
 
 
-def _pair(pair: dict[str, Any]) -> dict[str, Any]:
+_FIGURE_NAMES = {"claimed": "pairwise claim", "linear": "exact linear-Gaussian loss", "central": "central bound"}
+
+
+def _sound_pair(pair: dict[str, Any], sound: Any) -> str:
+    """The sound per-pair ε: the defense's sound ε (it holds for every attacker), or the pair's exact
+    linear-Gaussian loss where that is smaller (a bound only under its own assumption, which the
+    cell names)."""
+    linear = pair.get("eps_pair_linear")
+    if isinstance(linear, float) and (not isinstance(sound, (int, float)) or linear < sound):
+        return f"{number(linear)} (linear-Gaussian, non-adaptive)"
+    return f"{number(sound)} (the defense's)"
+
+
+def _pair(pair: dict[str, Any], sound: Any) -> dict[str, Any]:
     figures = pair.get("pairwise") or {}
     verdict = pair.get("verdict") or {}
     return {"attacker": _who(pair), "distance": pair["distance"], "eps_lb": number(pair["eps_lb"]),
             "estimate": number(pair.get("eps_estimate")), "claimed": number(pair.get("eps_pair_claimed")),
             "linear": number(pair.get("eps_pair_linear")),
+            "central": number(((figures.get("central") or {}).get("epsilon"))),
+            "sound": _sound_pair(pair, sound),
             "verdict": verdict.get("status") or ("not reached" if pair.get("unreached") else "no pairwise claim"),
             "note": pair.get("unreached") or verdict.get("reason") or figures.get("reason") or ""}
 
 
 def _methods(pairs: list[dict[str, Any]]) -> list[str]:
-    """The pairwise figures' methods and assumptions, each once, in words."""
+    """The pairwise figures' methods, each once, named as the table names them."""
     seen: dict[str, None] = {}
     for pair in pairs:
-        for name in ("claimed", "linear", "central"):
+        for name, title in _FIGURE_NAMES.items():
             figure = (pair.get("pairwise") or {}).get(name)
             if figure and figure.get("method"):
-                seen[f"{name}: {figure['method']}"] = None
+                method = figure["method"].removeprefix("claim: ").removeprefix("central bound: ")
+                seen[f"{title}: {method}"] = None
     return list(seen)
 
 
@@ -59,7 +75,7 @@ def _entry(row: dict[str, Any]) -> dict[str, Any]:
         "graph": position_graph(graph["agents"], [tuple(e) for e in graph.get("edges", [])], victim, learned,
                                 f"what each agent learns about agent {victim}")
         if graph.get("agents") and isinstance(victim, int) else None,
-        "pairs": [_pair(pair) for pair in pairs],
+        "pairs": [_pair(pair, row.get("eps_sound")) for pair in pairs],
         "methods": _methods(pairs),
     }
 
