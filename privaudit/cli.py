@@ -185,6 +185,17 @@ def _cell_text(value) -> str:
     return text if len(text) <= _CELL_WIDTH else text[: _CELL_WIDTH - 1] + "…"
 
 
+def _understated_by(row: dict) -> str | None:
+    """Why a claim row is below its sound accountant (ε, else δ), in words, or None: the accounting
+    finding the report's verdicts would name, said where the claims are listed."""
+    for name, claimed, sound in (("ε", row.get("eps_claimed"), row.get("eps_sound")),
+                                 ("δ", row.get("delta"), row.get("delta_sound"))):
+        if isinstance(claimed, (int, float)) and isinstance(sound, (int, float)) and claimed < sound * (1 - 1e-6):
+            return (f"the claim's {name} = {claimed:.4g} is below the sound accountant's {sound:.4g} for the mechanism "
+                    "the code runs")
+    return None
+
+
 def _claims(args: argparse.Namespace) -> int:
     from privaudit.campaign.cells import claims
     from privaudit.campaign.config import read_campaign
@@ -207,6 +218,9 @@ def _claims(args: argparse.Namespace) -> int:
             print("  ".join("-" * width for width in widths))
     for row in rows:
         print(f"\n{row['label']}: {row['equation']}")
+        understated = _understated_by(row)
+        if understated:
+            print(f"  understated: {understated}")
         for finding in row.get("findings") or []:
             print(f"  finding ({finding['kind']}): {finding['text']}")
         print(f"  adjacency: {row['adjacency']}")
