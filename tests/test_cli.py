@@ -202,3 +202,11 @@ def test_report_keeps_apart_two_configurations_sharing_a_label(tmp_path):
     runs = runs_of(ResultsStore(out).rows())
     assert len(runs) == 2 and all(label.startswith("same [") for label in runs)
     assert all(len(rows) == 2 for rows in runs.values())
+
+
+def test_claims_names_a_claim_below_its_sound_accountant(capsys):
+    from privaudit.cli import main
+
+    assert main(["claims", "campaigns/lt_admm_dp.toml"]) == 0
+    out = capsys.readouterr().out
+    assert "  understated: the claim's ε = " in out and "is below the sound accountant's" in out
