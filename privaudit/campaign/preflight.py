@@ -53,7 +53,7 @@ class Preflight:
         else:
             would = (f"{total - left} are already in {self.out}; a run would compute the other {left} ("
                      + ", ".join(f"{self.pending[kind]} {kind}" for kind in KINDS if self.pending[kind]) + ")")
-        attacks = f" Findings: {'; '.join(self.attacks)}." if self.attacks else " No attack or audit tables."
+        attacks = f" Attacks and audits: {'; '.join(self.attacks)}." if self.attacks else " No attack or audit tables."
         return (f"campaign '{self.name}' passes every pre-flight check: {total} cells ({counts}). "
                 f"Defenses: {'; '.join(self.defenses)}.{attacks} Of the {total} cells, {would}.")
 
