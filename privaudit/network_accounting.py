@@ -68,6 +68,13 @@ _SGD_SOURCE = (
     "α/(2σ²) Σ_{t=1}^{T} Σ_{j=t}^{T} Σ_{w∈N(v)} (W^{j−t})_{uw} / ‖(W^{j−t})_w‖², capped at T α/(2σ²), "
     "the local composition, as those authors did after discussion with the original ones)")
 
+_GD_SOURCE = (
+    "the Muffliato-GD bound with K gossip steps per noisy update as privaudit extends the corrected one-step "
+    "formula (Cyffers et al. 2022, arXiv 2206.05091, Theorem 11 of the revised version, as evaluated in the code of "
+    "Bellet et al. 2026, arXiv 2510.17480): α/(2σ²) Σ over every noisy update and every state of a neighbour "
+    "w ∈ N(v) heard after it of (W^p)_{uw} / ‖(W^p)_w‖², p the gossip steps between them, capped at ⌈T/K⌉ α/(2σ²), "
+    "the local composition")
+
 
 @dataclass(frozen=True)
 class PairLoss:
@@ -254,17 +261,56 @@ def muffliato_sgd_claim(W: np.ndarray, victim: int, attacker: int, rounds: int, 
     W = _mixing(W)
     u, v = _agent(W, victim, "victim"), _agent(W, attacker, "attacker")
     _require_steps(rounds, len(W))
-    if u == v:
-        total = float(rounds)
-    else:
-        lags = np.arange(rounds)
-        total = min(float(rounds), float(((rounds - lags) * _per_message(W, u, v, rounds, power=1)).sum()))
-    rho = total / (2 * noise_multiplier ** 2)
+    rho = _muffliato_sum(W, u, v, rounds, 1) / (2 * noise_multiplier ** 2)
     return PairLoss(u, (v,), _distance(W, u, (v,)), rho, None, _renyi_epsilon(rho, delta), delta,
                     method=f"claim: {_SGD_SOURCE}; RDP → (ε, δ) by dp_accounting's conversion",
                     assumptions=("no subsampling amplification (the record in every batch)",
                                  "the formula as those authors' code evaluates the revised theorem; we could not "
                                  "read the statement here"))
+
+
+def _updates(steps: int, gossip_steps: int) -> int:
+    """The noisy updates of `steps` gossip steps with one update before steps 1, K + 1, 2K + 1, …"""
+    if gossip_steps < 1:
+        raise ValueError(f"gossip_steps must be >= 1, got {gossip_steps}")
+    return -(-steps // gossip_steps)
+
+
+def _muffliato_sum(W: np.ndarray, victim: int, attacker: int, steps: int, gossip_steps: int) -> float:
+    """Σ over every (noisy update, state v hears after it) of `_per_message` at the number p of
+    gossip steps between them, capped at the number of updates (the local composition): with an
+    update before gossip steps 1, K + 1, …, the state after step m carries the update before step
+    iK + 1 through W^(m − 1 − iK), so lag p is heard after ⌊(T − 1 − p)/K⌋ + 1 updates (T − p for
+    K = 1, the corrected formula's count). Victim = attacker: the local composition."""
+    updates = _updates(steps, gossip_steps)
+    if victim == attacker:
+        return float(updates)
+    lags = np.arange(steps)
+    heard_after = (steps - 1 - lags) // gossip_steps + 1
+    return min(float(updates), float((heard_after * _per_message(W, victim, attacker, steps, power=1)).sum()))
+
+
+def muffliato_gd_claim(W: np.ndarray, victim: int, attacker: int, steps: int, gossip_steps: int,
+                       noise_multiplier: float, delta: float) -> PairLoss:
+    """The claimed ε_{u→v} of Muffliato-GD with K = `gossip_steps` gossip steps per noisy update:
+    T = `steps` synchronous gossip steps x ← W x, each agent's noisy update (clipped sum + N(0,
+    σ²C² I))/B entering before steps 1, K + 1, 2K + 1, … (⌈T/K⌉ updates), v hearing its
+    neighbours' states after every step. K = 1 is DP-D-PSGD's schedule and this is
+    `muffliato_sgd_claim` exactly (same figure, same words). For K > 1 the figure is `_GD_SOURCE`:
+    the corrected formula's sum carried to K gossip steps per update by us, which no text we could
+    read states; it is a reading of the claim, and a verdict on it is no stronger than that."""
+    if gossip_steps == 1:
+        return muffliato_sgd_claim(W, victim, attacker, steps, noise_multiplier, delta)
+    W = _mixing(W)
+    u, v = _agent(W, victim, "victim"), _agent(W, attacker, "attacker")
+    _require_steps(steps, len(W))
+    rho = _muffliato_sum(W, u, v, steps, gossip_steps) / (2 * noise_multiplier ** 2)
+    return PairLoss(u, (v,), _distance(W, u, (v,)), rho, None, _renyi_epsilon(rho, delta), delta,
+                    method=f"claim: {_GD_SOURCE}; RDP → (ε, δ) by dp_accounting's conversion",
+                    assumptions=("no subsampling amplification (the record in every batch)",
+                                 f"K = {gossip_steps} gossip steps per update: the K = 1 formula, read only in a later "
+                                 "paper's code as the 'corrected' version of the revised Theorem 11, never in the "
+                                 "theorem's text, extended to K steps by privaudit"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,18 +395,57 @@ def averaging_loss(W: np.ndarray, victim: int, attacker: int | Iterable[int], st
                     assumptions=("noise drawn once, inputs fixed (Muffliato averaging): nothing adaptive",))
 
 
-def sgd_gram(W: np.ndarray, victim: int, attacker: int | Iterable[int], rounds: int) -> np.ndarray:
-    """M [T, T]: the Gram matrix of the victim's rounds in the attacker's view of DP-D-PSGD,
+def sgd_gram(W: np.ndarray, victim: int, attacker: int | Iterable[int], rounds: int,
+             gossip_steps: int = 1) -> np.ndarray:
+    """M [U, U]: the Gram matrix of the victim's noisy updates in the attacker's view of DP-D-PSGD,
     M_{st} = ⟨P e_{(s,u)}, P e_{(t,u)}⟩ with P the projection on the span of the view's rows in the
-    space of all agents' noisy updates n_k^s = g_k^s + z_k^s (`_gram` builds it).
+    space of all agents' noisy updates n_k^s = g_k^s + z_k^s (`_gram` builds it). With
+    `gossip_steps` K > 1 (Muffliato-GD's schedule), `rounds` = T gossip steps x ← W x and the
+    noisy updates enter before steps 1, K + 1, …: U = ⌈T/K⌉ of them (`_gossip_gram`); K = 1 is
+    DP-D-PSGD, U = T.
 
     Per coordinate the noise is N(0, σ²C² I) on the noisy updates and the view is A n; a canary
-    moving the victim's clipped sum by d_s ∈ R^p in round s (‖d_s‖ ≤ C) moves the view's law by a
+    moving the victim's clipped sum by d_s ∈ R^p in update s (‖d_s‖ ≤ C) moves the view's law by a
     Gaussian of μ² = Σ_{s,t} M_{st} ⟨d_s, d_t⟩ / (σ²C²) (coordinates decouple; the same whitening
     as `gaussian_view_mu`). M is a principal block of a projection: PSD, M ⪯ I."""
     W = _mixing(W)
     u, coalition = _agent(W, victim, "victim"), _agents(W, attacker, "attacker")
-    return _gram(W, u, coalition, rounds)
+    return _victim_gram(W, u, coalition, rounds, gossip_steps)
+
+
+def _victim_gram(W: np.ndarray, victim: int, coalition: tuple[int, ...], steps: int, gossip_steps: int) -> np.ndarray:
+    """`sgd_gram` of validated arguments: `_gram` for one gossip step per update, else `_gossip_gram`."""
+    _updates(steps, gossip_steps)
+    return _gram(W, victim, coalition, steps) if gossip_steps == 1 else _gossip_gram(W, victim, coalition, steps,
+                                                                                     gossip_steps)
+
+
+def _gossip_gram(W: np.ndarray, victim: int, coalition: tuple[int, ...], steps: int, gossip_steps: int) -> np.ndarray:
+    """`sgd_gram` for K = `gossip_steps` > 1, from the view's matrix A itself: the state of a
+    neighbour w heard after step m is the row (W^(m−1−r))_{w,:} on the block of every update made
+    before step r + 1 ≤ m (r = 0, K, 2K, …), the coalition's own noisy updates are unit rows.
+    Between updates the heard states are only powers of W, so A can lose rank (more heard states
+    than one update block has agents): the projection comes from an SVD of A (`_row_space`), not
+    from `_gram`'s Cholesky of A Aᵀ. M = Qᵤᵀ Qᵤ, Qᵤ the victim's columns of the orthonormal row
+    basis. Zero without a path from the victim to the coalition (set, not computed)."""
+    _require_steps(steps, len(W))
+    heard, n = neighbours(W, coalition), len(W)
+    starts = range(0, steps, gossip_steps)
+    updates = len(starts)
+    rows = steps * len(heard) + updates * len(coalition)
+    require("memory", math.ceil(3 * 8 * rows * updates * n / 2 ** 20),
+            f"the pairwise accountant's view ({rows} messages × {updates * n} noisy updates)")
+    if math.isinf(_distance(W, victim, coalition)):
+        return np.zeros((updates, updates))
+    powers = _powers(W, heard, steps)
+    states = np.zeros((steps, len(heard), updates, n))
+    own = np.zeros((updates, len(coalition), updates, n))
+    for block, start in enumerate(starts):
+        states[start:, :, block, :] = powers[:steps - start]
+        own[block, :, block, list(coalition)] = np.eye(len(coalition))
+    view = np.vstack([states.reshape(-1, updates * n), own.reshape(-1, updates * n)])
+    victim_columns = _row_space(view).reshape(-1, updates, n)[:, :, victim]
+    return victim_columns.T @ victim_columns
 
 
 def _gram(W: np.ndarray, victim: int, coalition: tuple[int, ...], rounds: int) -> np.ndarray:
@@ -445,7 +530,7 @@ def worst_sequence(M: np.ndarray, sweeps: int = 300) -> tuple[float, float]:
 
 
 def sgd_loss(W: np.ndarray, victim: int, attacker: int | Iterable[int], rounds: int, noise_multiplier: float,
-             delta: float, canary: Canary = "worst") -> PairLoss:
+             delta: float, canary: Canary = "worst", gossip_steps: int = 1) -> PairLoss:
     """The exact loss from `victim` to `attacker` of DP-D-PSGD for a non-adaptive canary:
     x^{t+1} = W x^t − η (clipped sum + N(0, σ²C² I))/B over T = `rounds` noisy updates, the
     attacker hearing its neighbours' states x^1..x^T and knowing its own noise (a run of R rounds
@@ -466,10 +551,14 @@ def sgd_loss(W: np.ndarray, victim: int, attacker: int | Iterable[int], rounds: 
     Under adaptive gradients it is not a bound we can vouch for: an agent between the two whose
     gradient is a steep function of its state can relay what that state holds about the victim
     louder than the noise the linear view counts; `sgd_central` is the bound for any losses. An
-    attacker that includes the victim sees the victim's noisy updates: M = I, the central loss."""
+    attacker that includes the victim sees the victim's noisy updates: M = I, the central loss.
+
+    `gossip_steps` K > 1: Muffliato-GD's schedule, `rounds` = T gossip steps heard (x^1..x^T) with
+    a noisy update before steps 1, K + 1, … (`sgd_gram`); the canary sequence ranges over those
+    ⌈T/K⌉ updates."""
     W = _mixing(W)
     u, coalition = _agent(W, victim, "victim"), _agents(W, attacker, "attacker")
-    M = _gram(W, u, coalition, rounds)
+    M = _victim_gram(W, u, coalition, rounds, gossip_steps)
     if canary == "constant":
         upper = attained = float(M.sum())
         what = "a constant canary (the same clipped gradient of norm C every round): μ² = 1ᵀM1/σ²"
@@ -494,18 +583,20 @@ def sgd_loss(W: np.ndarray, victim: int, attacker: int | Iterable[int], rounds: 
 
 
 def sgd_central(W: np.ndarray, victim: int, attacker: int | Iterable[int], rounds: int, noise_multiplier: float,
-                delta: float) -> PairLoss:
+                delta: float, gossip_steps: int = 1) -> PairLoss:
     """The bound from `victim` to any attacker for any losses: every message is a post-processing
     of all agents' noisy updates, and the victim's T noisy updates are T adaptive compositions of
     the Gaussian mechanism of noise multiplier σ, so √T/σ-GDP (Dong, Roth & Su 2022, Cor. 3.3);
     (ε, δ) by the exact Gaussian trade-off. No amplification by the network, nor by subsampling;
-    W and `attacker` only place the pair (its distance)."""
+    W and `attacker` only place the pair (its distance). With `gossip_steps` K, `rounds` gossip
+    steps hold ⌈rounds/K⌉ noisy updates (`sgd_gram`)."""
     W = _mixing(W)
     u, coalition = _agent(W, victim, "victim"), _agents(W, attacker, "attacker")
     _require_steps(rounds, len(W))
-    mu = math.sqrt(rounds) / noise_multiplier
+    updates = _updates(rounds, gossip_steps)
+    mu = math.sqrt(updates) / noise_multiplier
     return PairLoss(u, coalition, _distance(W, u, coalition), mu * mu / 2, mu, gaussian_epsilon(mu, delta),
-                    delta, method=f"central bound: {rounds} adaptive compositions of the Gaussian mechanism (σ = "
+                    delta, method=f"central bound: {updates} adaptive compositions of the Gaussian mechanism (σ = "
                     f"{noise_multiplier:g}), μ = √T/σ (Dong, Roth & Su 2022, Cor. 3.3); (ε, δ) by the exact "
                     "Gaussian trade-off (Balle & Wang 2018, Thm 8)",
                     assumptions=("no subsampling amplification (the record in every batch)",))

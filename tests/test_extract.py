@@ -305,6 +305,7 @@ def test_tvss_recovers_what_its_algorithm_lets_through(tvss, k):
 REGISTRY_TABLES = {
     "dpsgd": {"batch_size": 8},
     "dp_dpsgd": {"batch_size": 8, "noise_multiplier": 1.0},
+    "muffliato": {"batch_size": 8, "noise_multiplier": 1.0},
     "dpdl": {"batch_size": 8, "noise_multiplier": 1.0},
     "lt_admm_dp": {"batch_size": 8},
     "ternary": {},

@@ -4,32 +4,35 @@ agent, or a coalition of them, tells of one victim's canary from what it receive
 A distant agent does not hear the victim, so it cannot rebuild the victim's releases (the state
 difference needs the victim's states and all its neighbours'). What it holds are its neighbours'
 states, every round, and its own. For a defense whose states follow a public linear recurrence
-(D-PSGD and DP-D-PSGD: x^{t+1} = W x^t − η g^t, `attacks.coalition.dynamics`) every state it
-holds is a linear map of all agents' updates:
+(D-PSGD and DP-D-PSGD: x^{t+1} = W x^t − η g^t; Muffliato-GD: x^{t+1} = W x^t − s_t g^t with
+s_t = η on its update rounds, every K-th, and 0 on the gossip rounds between them;
+`attacks.coalition.dynamics`) every state it holds is a linear map of all agents' updates:
 
-    x_w^t = (W^t x^0)_w − η Σ_{s<t} (W^{t−1−s})_{w,:} g^s,
+    x_w^t = (W^t x^0)_w − Σ_{s<t} s_s (W^{t−1−s})_{w,:} g^s,
 
-so the victim's canary term in g_u^s reaches agent w at round t with weight −η (W^{t−1−s})_{w,u},
+so the victim's canary term in g_u^s reaches agent w at round t with weight −s_s (W^{t−1−s})_{w,u},
 and so does every agent's Gaussian noise N(0, σ²C²/B²) (`sgd_weights` follows the registered
-recurrence, time-varying or not). Projected on the canary's direction u, the attacker's view V
-(the states ⟨x_w^t, u⟩, t ≥ 1, of its neighbours and its own) is, per world, V = B n + constant
-with n the agents' updates along u, i.i.d. noise of one variance; the canary moves the mean of n
-by the same amount m on the victim's entries every round. Its own states carry what it knows of
-its own updates (x_a^{t+1} = Σ_j w_aj x_j^t − η g_a^t, every x_j^t held), so the view spans what
-`privaudit.network_accounting` grants a curious agent: its neighbours' states and its own noisy
-updates (the last update, which no state carries, is independent of the rest and weighs 0). The
-Neyman–Pearson statistic of that linear-Gaussian model is the likelihood ratio's linear part
+recurrence, time-varying or not: a gossip round's update has weight 0 everywhere, W alone carries
+what earlier updates put in the states). Projected on the canary's direction u, the attacker's
+view V (the states ⟨x_w^t, u⟩, t ≥ 1, of its neighbours and its own) is, per world, V = B n +
+constant with n the agents' updates along u, i.i.d. noise of one variance; the canary moves the
+mean of n by the same amount m on the victim's entries of every update round. Its own states
+carry what it knows of its own updates (x_a^{t+1} = Σ_j w_aj x_j^t − s_t g_a^t, every x_j^t
+held), so the view spans what `privaudit.network_accounting` grants a curious agent: its
+neighbours' states and its own noisy updates (the last update, which no state carries, is
+independent of the rest and weighs 0). The Neyman–Pearson statistic of that linear-Gaussian model is the likelihood ratio's linear part
 
     score = Δᵀ Σ⁻¹ V,   Δ = m B 1_u,   Σ ∝ B Bᵀ,   i.e.  score ∝ wᵀ V with w = (B Bᵀ)⁻¹ B 1_u,
 
 the generalised least-squares estimate of the canary's shift. Its direction is the same whatever
 m, the noise's scale and the sampling rate: a canary in every batch and the expected shift q m
 under Poisson sampling give the same test, so the statistic needs neither (dp_dpsgd samples the
-planted gradient canary like any record, Poisson with rate q = B/|D_u|; D-PSGD draws fixed
-batches; both enter only the runs). The model's separation ‖P 1_u‖ (P the projection on B's row
+planted gradient canary like any record, Poisson with rate q = B/|D_u|, and so does muffliato;
+D-PSGD draws fixed batches; both enter only the runs). The model's separation ‖P 1_u‖ (P the projection on B's row
 space) is what `privaudit.network_accounting.sgd_gram` calls √(1ᵀM1): the model predicts
-μ = q ‖P 1_u‖/σ. An attacker more hops away than the run has rounds holds nothing the victim
-computed (`reaches`): ε = 0 exactly, and it is not scored.
+μ = q ‖P 1_u‖/σ (for Muffliato-GD `sgd_gram` with its K gossip steps per update). An attacker more
+hops away than the run has rounds holds nothing the victim computed (`reaches`): ε = 0 exactly,
+and it is not scored.
 
 The model only chooses the statistic. The other agents' gradients also move along u (u is quiet
 for the victim's records only) and depend on the states, the canary is sampled, the states drift:
@@ -73,11 +76,12 @@ from attacks.audit.estimates import gdp_estimate
 from attacks.audit.verdict import decide
 from defenses import DEFENSES
 from defenses.dpsgd import DPDPSGD
+from defenses.muffliato import Muffliato
 from privaudit import devices
 from privaudit.accounting import Claim, Neighbours
 from privaudit.errors import ConfigError
 from privaudit.limits import require
-from privaudit.network_accounting import PairLoss, hop_distances, muffliato_sgd_claim, sgd_central, sgd_loss
+from privaudit.network_accounting import PairLoss, hop_distances, muffliato_gd_claim, sgd_central, sgd_loss
 from privaudit.progress import Progress
 from privaudit.sim import public_knowledge, simulate
 from privaudit.threats import build_tap
@@ -186,9 +190,10 @@ def sgd_weights(public: PublicKnowledge, victim: int, read: tuple[int, ...],
 
     In the space of all agents' updates n_k^s (s < rounds − 1), the state x_w^t is the row
     −s_s (A_{t−1}⋯A_{s+1})_{w,:} on block s < t (the defense's registered recurrence
-    x^{t+1} = A_t x^t − s_t g^t; W^{t−1−s} for D-PSGD): B. The canary moves n by 1_u (every
-    round's victim entry). w = (B Bᵀ)⁻¹ B 1_u is the least-squares solution of Bᵀ w = 1_u
-    (Bᵀ w = P 1_u, P the projection on B's row space); the separation is ‖P 1_u‖. Returns
+    x^{t+1} = A_t x^t − s_t g^t; W^{t−1−s} for D-PSGD, 0 on Muffliato-GD's gossip rounds s): B.
+    The canary moves n by 1_u (every round's victim entry; a gossip round's column is 0).
+    w = (B Bᵀ)⁻¹ B 1_u is the least-squares solution of Bᵀ w = 1_u (Bᵀ w = P 1_u, P the
+    projection on B's row space); the separation is ‖P 1_u‖. Returns
     (weights [rounds, read], separation)."""
     n, dynamics = public.agents, views.dynamics(public.defense)
     updates = rounds - 1
@@ -339,7 +344,8 @@ def position_audit(game: Game, attackers: Sequence[int | Iterable[int]] | None =
     agent wherever it sits; a collection of agents: a coalition pooling what its members receive;
     None: every other agent alone), all read from the same `runs` runs per side (module
     docstring). `game` is a one-canary gradient-canary game (`attacks.audit.canary_audit.make_game`;
-    its threat model is not used) of a defense with an exact linear recurrence (dpsgd, dp_dpsgd).
+    its threat model is not used) of a defense with an exact linear recurrence (dpsgd, dp_dpsgd,
+    muffliato).
     `null` leaves the canary out on both sides (a calibration: ε_LB 0 but for a 1 − confidence
     chance). `worlds`, `workers` and `progress` (2 × `runs` runs) as `audit_game`'s.
 
@@ -363,9 +369,10 @@ def position_audit(game: Game, attackers: Sequence[int | Iterable[int]] | None =
     * the claims: `eps_claimed` and `eps_sound`, the defense's own for the whole run (its sound ε
       holds for every attacker: all it hears is post-processing of the victim's releases);
       `pairwise`: the network accountant's figures for the pair (`pairwise`), each a dict or
-      None, with `reason` where one is missing; `eps_pair_claimed` and `eps_pair_linear` (their
-      ε, or None); `verdict`: the one verdict rule (`attacks.audit.verdict.decide`) on the pair's
-      claim (Muffliato's), None where there is none;
+      None, with `reason` where one is missing or not judged; `eps_pair_claimed` and
+      `eps_pair_linear` (their ε, or None); `verdict`: the one verdict rule
+      (`attacks.audit.verdict.decide`) on the pair's claim (Muffliato's), None where there is none
+      or where the claim is privaudit's own extension of the formula (`judged`);
     * `scores` (per side: mean, std, min, max), `wall_s` (the simulations of the whole audit,
       shared by its pairs), `device`, `worlds_per_simulation`.
     """
@@ -442,7 +449,7 @@ def _record(game: Game, position: Position, samples: tuple[np.ndarray, np.ndarra
             "scores": {side: {"mean": float(values.mean()), "std": float(values.std()), "min": float(values.min()),
                               "max": float(values.max())} for side, values in (("without", out), ("with", into))},
         }
-    record["verdict"] = None if figures["claimed"] is None else pair_verdict(record, game)
+    record["verdict"] = pair_verdict(record, game) if judged(game, figures) else None
     return record
 
 
@@ -451,27 +458,43 @@ def _figure(loss: PairLoss) -> dict[str, Any]:
             "assumptions": list(loss.assumptions)}
 
 
+def gossip_steps(game: Game) -> int:
+    """K, the gossip steps per noisy update: Muffliato-GD's parameter, 1 for DP-D-PSGD."""
+    return game.params.gossip_steps if game.kind == Muffliato.name else 1
+
+
 def pairwise(game: Game, position: Position, delta: float) -> dict[str, Any]:
     """The network accountant's figures (`privaudit.network_accounting`) for the pair, over the
-    T = rounds − 1 updates its heard states carry (x^1..x^{rounds−1}): `claimed`, Muffliato-GD's
-    claim as published (one curious agent only); `linear`, the exact loss of the pair's linear-
-    Gaussian view for the worst non-adaptive canary sequence (its assumptions say when it is a
-    bound); `central`, the bound for any losses (no network, no subsampling amplification).
-    None each, with `reason`, for a defense without DP-D-PSGD's local Gaussian noise or δ = 0."""
+    rounds − 1 gossip steps its heard states carry (x^1..x^{rounds−1}) and the noisy updates made
+    before them (one per step for DP-D-PSGD, one per K for Muffliato-GD): `claimed`, Muffliato's
+    claim as published for K = 1 and as privaudit extends it for K > 1 (one curious agent only);
+    `linear`, the exact loss of the pair's linear-Gaussian view for the worst non-adaptive canary
+    sequence (its assumptions say when it is a bound); `central`, the bound for any losses (no
+    network, no subsampling amplification). None each, with `reason`, for a defense without local
+    Gaussian noise or δ = 0."""
     missing = {"claimed": None, "linear": None, "central": None}
-    if game.kind != DPDPSGD.name:
+    if game.kind not in (DPDPSGD.name, Muffliato.name):
         return {**missing, "reason": f"'{game.kind}' adds no local Gaussian noise: the pairwise accountant covers "
-                                     f"{DPDPSGD.name}"}
+                                     f"{DPDPSGD.name} and {Muffliato.name}"}
     if not 0 < delta < 1:
         return {**missing, "reason": f"the pairwise figures are (ε, δ) at 0 < δ < 1, not δ = {delta:g}"}
     W, victim, agents = game.setup.topology.W, game.victim, position.agents
-    horizon, sigma = game.rounds - 1, game.params.noise_multiplier
-    claimed = muffliato_sgd_claim(W, victim, agents[0], horizon, sigma, delta) if len(agents) == 1 else None
+    horizon, sigma, steps = game.rounds - 1, game.params.noise_multiplier, gossip_steps(game)
+    claimed = muffliato_gd_claim(W, victim, agents[0], horizon, steps, sigma, delta) if len(agents) == 1 else None
+    reason = ("Muffliato states its claim for one curious agent, not a coalition" if claimed is None else
+              None if steps == 1 else
+              f"no verdict: the claimed figure for K = {steps} gossip steps per update is privaudit's extension of "
+              "the one-step formula (itself read only in code, never in the theorem's text), shown but not judged")
     return {"claimed": None if claimed is None else _figure(claimed),
-            "linear": _figure(sgd_loss(W, victim, agents, horizon, sigma, delta, "worst")),
-            "central": _figure(sgd_central(W, victim, agents, horizon, sigma, delta)),
-            "reason": None if claimed is not None else
-            "Muffliato states its claim for one curious agent, not a coalition"}
+            "linear": _figure(sgd_loss(W, victim, agents, horizon, sigma, delta, "worst", gossip_steps=steps)),
+            "central": _figure(sgd_central(W, victim, agents, horizon, sigma, delta, gossip_steps=steps)),
+            "reason": reason}
+
+
+def judged(game: Game, figures: dict[str, Any]) -> bool:
+    """Whether the pair's claim gets a verdict: a claim is stated for it (one curious agent, local
+    Gaussian noise) and is the formula as read, not privaudit's extension to K > 1 gossip steps."""
+    return figures["claimed"] is not None and gossip_steps(game) == 1
 
 
 def pair_verdict(record: dict[str, Any], game: Game) -> dict[str, Any]:

@@ -4,6 +4,7 @@ every view shares).
 
     registry     the registries and their `register_*` functions and lookups
     dpsgd        D-PSGD and DP-D-PSGD
+    muffliato    Muffliato-GD (Cyffers et al. 2022)
     dpdl         DPDL (seed 000)
     lt_admm_dp   LT-ADMM-DP (seed 002)
     tvss         Wang & Zhang's Algorithms 1 and 2 (seed 003)
@@ -15,6 +16,7 @@ its own view the same way, from its own file (`examples/laplace_gossip.py`).
 
 # The shipped views, in the order `privaudit list` shows their defenses.
 from attacks.views import dpsgd  # isort: skip
+from attacks.views import muffliato  # isort: skip
 from attacks.views import dpdl  # isort: skip
 from attacks.views import ternary  # isort: skip
 from attacks.views import lt_admm_dp  # isort: skip
@@ -31,5 +33,5 @@ __all__ = [
     "batch_size", "channel", "described", "dynamics", "extractor", "model_view", "noise", "scenarios",
     "register_batch_size", "register_channel", "register_dynamics", "register_extractor", "register_model_view",
     "register_noise", "register_unmodelled",
-    "dpdl", "dpsgd", "lt_admm_dp", "ternary", "tvss",
+    "dpdl", "dpsgd", "lt_admm_dp", "muffliato", "ternary", "tvss",
 ]
