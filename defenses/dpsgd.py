@@ -24,7 +24,7 @@ from pydantic import Field
 from torch import Tensor
 
 from defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import PLD_COST_LIMIT, Claim, Neighbours, epsilon, pld_cost, subsampled_gaussian, tightest
+from privaudit.accounting import Claim, Neighbours, epsilon, sound_method, subsampled_gaussian, tightest
 from privaudit.grads import batch_grads, clipped_sums
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
@@ -115,9 +115,6 @@ class DPDPSGD(DPSGD):
             horizon=rounds,
             equation=f"RDP of the Poisson-subsampled Gaussian (q={q:.4g}, σ={p.noise_multiplier}), "
             f"composed over {rounds} rounds (Abadi et al. 2016; Mironov 2017)",
-            sound_method="PLD accountant (dp_accounting, pessimistic) on the same event" if sound == "pld" else
-            f"RDP accountant on the same event: at σ = {p.noise_multiplier:g} over {rounds} rounds the PLD grid "
-            f"(√T / σ² = {pld_cost(event):.4g} > {PLD_COST_LIMIT:g}) needs more memory than a machine has; the RDP bound "
-            "is sound and looser than PLD's by an unmeasured margin",
+            sound_method=sound_method(event, sound, p.noise_multiplier, f"{rounds} rounds"),
             assumptions=(f"worst agent: q = B / min_i |D_i| = {q:.4g}",),
         )

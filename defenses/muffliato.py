@@ -59,7 +59,7 @@ from pydantic import Field
 
 from defenses.base import register
 from defenses.dpsgd import DPDPSGD, DPDPSGDParams
-from privaudit.accounting import PLD_COST_LIMIT, Claim, Neighbours, epsilon, pld_cost, subsampled_gaussian, tightest
+from privaudit.accounting import Claim, Neighbours, epsilon, sound_method, subsampled_gaussian, tightest
 from privaudit.network_accounting import PairLoss, muffliato_gd_claim
 from privaudit.wire import Kind, Wire
 
@@ -124,10 +124,7 @@ class Muffliato(DPDPSGD):
             equation=f"local DP of each agent's noisy updates: RDP of the Poisson-subsampled Gaussian (q={q:.4g}, "
             f"σ={p.noise_multiplier}) composed over the ⌈{rounds}/{p.gossip_steps}⌉ = {updates} updates of {rounds} "
             "rounds (Mironov 2017), the composition Muffliato's pairwise bounds refine",
-            sound_method="PLD accountant (dp_accounting, pessimistic) on the same event" if sound == "pld" else
-            f"RDP accountant on the same event: at σ = {p.noise_multiplier:g} over {updates} updates the PLD grid "
-            f"(√T / σ² = {pld_cost(event):.4g} > {PLD_COST_LIMIT:g}) needs more memory than a machine has; the RDP "
-            "bound is sound and looser than PLD's by an unmeasured margin",
+            sound_method=sound_method(event, sound, p.noise_multiplier, f"{updates} updates"),
             assumptions=(f"worst agent: q = B / min_i |D_i| = {q:.4g}",
                          "the paper's guarantee is pairwise network DP, one curve per pair of agents: this is the "
                          "local DP its pairwise bounds refine, not a figure the paper states",

@@ -219,6 +219,17 @@ def tightest(event: dp_accounting.DpEvent) -> Accountant:
     return "rdp" if pld_cost(event) > PLD_COST_LIMIT else "pld"
 
 
+def sound_method(event: dp_accounting.DpEvent, accountant: Accountant, noise_multiplier: float, steps: str) -> str:
+    """The sound ε's method in words, for a claim: the PLD accountant, or — where its grid's cost
+    (`pld_cost`) is over `PLD_COST_LIMIT` — the RDP accountant, saying why and that it is looser by an
+    unmeasured margin. `steps` names what composes ("30 rounds", "15 updates")."""
+    if accountant == "pld":
+        return "PLD accountant (dp_accounting, pessimistic) on the same event"
+    return (f"RDP accountant on the same event: at σ = {noise_multiplier:g} over {steps} the PLD grid "
+            f"(√T / σ² = {pld_cost(event):.4g} > {PLD_COST_LIMIT:g}) needs more memory than a machine has; the RDP "
+            "bound is sound and looser than PLD's by an unmeasured margin")
+
+
 def epsilon(event: dp_accounting.DpEvent, delta: float, accountant: Accountant = "pld",
             relation: Relation = "add_remove") -> float:
     """ε at `delta` of the composed `event` under the given adjacency of one agent's dataset.

@@ -46,14 +46,23 @@ def state_difference(transcript: Transcript, victim: int, round: int) -> Target:
     expect(transcript, "dpsgd_state_difference", UNDEFENDED, NOISY)
     defense = transcript.public.defense
     p = _params(transcript.public.hyper, defense)
+    return solved_gradient(transcript, victim, round, p.lr, "gradient" if defense == UNDEFENDED else "noisy_gradient",
+                           None if defense == UNDEFENDED else Clipping("per_sample_l2", p.clip))
+
+
+def solved_gradient(transcript: Transcript, victim: int, round: int, lr: float, kind: str,
+                    clipping: Clipping | None) -> Target:
+    """The recurrence `x_i^{t+1} = Σ_j w_ij x_j^t − η g_i^t` solved for the update g_i^t, at the
+    point `x_i^t`, from the victim's broadcasts at t and t+1 and its neighbours' at t: the state
+    difference of every defense that steps this way (D-PSGD, DP-D-PSGD, Muffliato-GD's update rounds)."""
     following = heard(transcript, Kind.MODEL, round + 1, victim, None)
     return Target(
-        gradient=(mixed(transcript, Kind.MODEL, round, victim) - following) / p.lr,
+        gradient=(mixed(transcript, Kind.MODEL, round, victim) - following) / lr,
         point=transcript.payload(Kind.MODEL, round, victim, None),
         victim=victim,
         round=round,
-        kind="gradient" if defense == UNDEFENDED else "noisy_gradient",
-        clipping=None if defense == UNDEFENDED else Clipping("per_sample_l2", p.clip),
+        kind=kind,
+        clipping=clipping,
     )
 
 
@@ -67,8 +76,13 @@ class DPSGDChannel(Channel):
     adjacency = "add/remove"
     pair = "the canary record added to the victim's data, or absent"
 
+    def params(self, hyper: Mapping[str, Any]) -> DPDPSGDParams:
+        """The public hyperparameters the channel's law reads (a defense stepping as DP-D-PSGD does,
+        Muffliato-GD, reads its own)."""
+        return _noisy(hyper)
+
     def canary_norm(self, hyper: Mapping[str, Any]) -> float:
-        return _noisy(hyper).clip
+        return self.params(hyper).clip
 
     def read(self, transcript: Transcript, victims: list[int], round: int, scenarios: list[str],
              records: int) -> list[Reading]:
@@ -79,14 +93,14 @@ class DPSGDChannel(Channel):
 
     def scale(self, hyper: Mapping[str, Any]) -> tuple[float, float]:
         """(B, the noise's standard deviation along a unit direction: σC/B)."""
-        p = _noisy(hyper)
+        p = self.params(hyper)
         return float(p.batch_size), p.noise_multiplier * p.clip / p.batch_size
 
     def law(self, public: PublicKnowledge, round: int, records: int) -> RoundLaw:
-        return RoundLaw(fixed_batch(_noisy(public.hyper).batch_size, records))
+        return RoundLaw(fixed_batch(self.params(public.hyper).batch_size, records))
 
     def clipped(self, hyper: Mapping[str, Any], lengths: Tensor) -> Tensor:
-        return lengths.clamp(max=_noisy(hyper).clip)
+        return lengths.clamp(max=self.params(hyper).clip)
 
 
 class UndefendedChannel(DPSGDChannel):

@@ -14,17 +14,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
 from torch import Tensor
 
-from attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
+from attacks.audit.channels import Reading
 from attacks.coalition.dynamics import Dynamics
 from attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Target, broadcast_model, expect,
-                                heard, mixed, public_params, span, victim_and_neighbours, victim_only)
+                                public_params, span, victim_and_neighbours, victim_only)
+from attacks.views.dpsgd import DPSGDChannel, solved_gradient
 from attacks.views.registry import (Noise, register_batch_size, register_channel, register_dynamics, register_extractor,
                                     register_model_view, register_noise)
 from defenses.muffliato import Muffliato, MuffliatoParams
-from privaudit.wire import Kind, PublicKnowledge, Transcript
+from privaudit.wire import Kind, Transcript
 
 NAME = Muffliato.name
 
@@ -49,46 +49,25 @@ def state_difference(transcript: Transcript, victim: int, round: int) -> Target:
         raise ValueError(f"round {round} of muffliato is a gossip round (K = {_params(hyper).gossip_steps}): its state "
                          "difference is pure gossip and carries no gradient")
     p = _params(hyper)
-    following = heard(transcript, Kind.MODEL, round + 1, victim, None)
-    return Target(
-        gradient=(mixed(transcript, Kind.MODEL, round, victim) - following) / p.lr,
-        point=transcript.payload(Kind.MODEL, round, victim, None),
-        victim=victim,
-        round=round,
-        kind="noisy_gradient",
-        clipping=Clipping("per_sample_l2", p.clip),
-    )
+    return solved_gradient(transcript, victim, round, p.lr, "noisy_gradient", Clipping("per_sample_l2", p.clip))
 
 
-class MuffliatoChannel(Channel):
+class MuffliatoChannel(DPSGDChannel):
     """The released noisy gradient of each update round, exactly (`state_difference`), read as
     DP-D-PSGD's (`attacks.views.dpsgd.DPSGDChannel`): projected on a unit direction the noise is
     N(0, (σC/B)²), a canary in the batch adds its clipped length over B, Poisson rate q = B/|D_i|.
     A gossip round gives no reading."""
 
     defense = NAME
-    adjacency = "add/remove"
-    pair = "the canary record added to the victim's data, or absent"
 
-    def canary_norm(self, hyper: Mapping[str, Any]) -> float:
-        return _params(hyper).clip
+    def params(self, hyper: Mapping[str, Any]) -> MuffliatoParams:
+        return _params(hyper)
 
     def read(self, transcript: Transcript, victims: list[int], round: int, scenarios: list[str],
              records: int) -> list[Reading]:
-        hyper = transcript.public.hyper
-        if not update_round(hyper, round):
+        if not update_round(transcript.public.hyper, round):
             return []
-        p = _params(hyper)
-        gradients, points = targets(self.extractors[0].extract, transcript, victims, round)
-        noise = p.noise_multiplier * p.clip / p.batch_size
-        gain = torch.full((len(victims),), 1.0 / (p.batch_size * noise), dtype=torch.float64)
-        return [Reading(gradients / noise, points, gain)]
-
-    def law(self, public: PublicKnowledge, round: int, records: int) -> RoundLaw:
-        return RoundLaw(fixed_batch(_params(public.hyper).batch_size, records))
-
-    def clipped(self, hyper: Mapping[str, Any], lengths: Tensor) -> Tensor:
-        return lengths.clamp(max=_params(hyper).clip)
+        return super().read(transcript, victims, round, scenarios, records)
 
 
 def _step(transcript: Transcript, t: int) -> tuple[Tensor, None, float]:
