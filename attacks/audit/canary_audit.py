@@ -406,8 +406,36 @@ def _scores_of(game: Game, present: Tensor, seed: int, copies: int, reading: str
             features.numpy(), "stacked" if listener.stacked else "alone")
 
 
-def _one_thread() -> None:
-    torch.set_num_threads(1)
+@dataclass(frozen=True)
+class Simulations:
+    """How one side's `runs` runs split into simulations of many worlds: the device they run on,
+    the worker processes that may share them (one on a GPU, which runs the worlds in parallel),
+    simulation c's seed (from (seed, side, c), so the two sides of an audit never share a draw,
+    even when both leave the canary out) and its number of worlds, and the canary mask."""
+
+    device: torch.device
+    workers: int
+    seeds: list[int]
+    sizes: list[int]
+    present: Tensor
+
+    def pool(self, simulations: int) -> ProcessPoolExecutor:
+        """Worker processes for `simulations` of them, one torch thread each."""
+        return ProcessPoolExecutor(min(self.workers, simulations), mp_context=multiprocessing.get_context("forkserver"),
+                                   initializer=torch.set_num_threads, initargs=(1,))
+
+
+def simulations(game: Game, runs: int, include: bool, seed: int, side: int, worlds: int | None, workers: int,
+                device: torch.device | None) -> Simulations:
+    """The plan of `runs` runs of one side (`Simulations`); `worlds` per simulation (None: the
+    memory model's, `worlds_per_run`), `device` None: `privaudit.devices.audit_device()`."""
+    device = device or devices.audit_device()
+    per = worlds or worlds_per_run(game, device)
+    chunks = math.ceil(runs / per)
+    return Simulations(device, workers if device.type == "cpu" else 1,
+                       [int(s) for s in np.random.SeedSequence([seed, side]).generate_state(chunks)],
+                       [min(per, runs - chunk * per) for chunk in range(chunks)],
+                       torch.full((len(game.canaries),), include))
 
 
 def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: int | None = None,
@@ -421,30 +449,22 @@ def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: i
     The simulations run on `device` (None: `privaudit.devices.audit_device()`); on a CUDA device
     in this process, whatever `workers` says (one GPU runs the worlds in parallel). Returns the
     scores, the laws the attacker scored with and the per-round features of every run [runs, F]."""
-    device = device or devices.audit_device()
-    if device.type != "cpu":
-        workers = 1
-    per = worlds or worlds_per_run(game, device)
-    chunks = math.ceil(runs / per)
-    seeds = [int(s) for s in np.random.SeedSequence([seed, side]).generate_state(chunks)]
-    sizes = [min(per, runs - chunk * per) for chunk in range(chunks)]
-    present = torch.full((len(game.canaries),), include)
-    first = _scores_of(game, present, seeds[0], sizes[0], "check", device)
+    plan = simulations(game, runs, include, seed, side, worlds, workers, device)
+    seeds, sizes, present = plan.seeds, plan.sizes, plan.present
+    first = _scores_of(game, present, seeds[0], sizes[0], "check", plan.device)
     reading = first[3]
     tick = progress.update if progress is not None else (lambda count: None)
     tick(sizes[0])
-    if workers > 1 and chunks > 2:
-        context = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(min(workers, chunks - 1), mp_context=context, initializer=_one_thread) as pool:
-            rest = []
+    rest = []
+    if plan.workers > 1 and len(seeds) > 2:
+        with plan.pool(len(seeds) - 1) as pool:
             for found in pool.map(_scores_of, itertools.repeat(game), itertools.repeat(present), seeds[1:], sizes[1:],
                                   itertools.repeat(reading)):
                 rest.append(found)
                 tick(len(found[0]))
     else:
-        rest = []
         for chunk_seed, size in zip(seeds[1:], sizes[1:]):
-            rest.append(_scores_of(game, present, chunk_seed, size, reading, device))
+            rest.append(_scores_of(game, present, chunk_seed, size, reading, plan.device))
             tick(size)
     found = [first, *rest]
     widths = {features.shape[1] for _, _, features, _ in found}

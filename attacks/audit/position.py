@@ -57,10 +57,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import multiprocessing
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +68,7 @@ from torch import Tensor
 
 from attacks import views
 from attacks.audit.bounds import SELECT_FRACTION, perfect_test_eps
-from attacks.audit.canary_audit import CPU, Game, audit_delta, world, worlds_per_run
+from attacks.audit.canary_audit import CPU, Game, audit_delta, simulations, world, worlds_per_run
 from attacks.audit.canary_statistics import held_out_bound
 from attacks.audit.estimates import gdp_estimate
 from attacks.audit.verdict import decide
@@ -301,10 +299,6 @@ def play_positions(game: Game, found: list[Position], present: Tensor, seed: int
     return listener.totals.cpu().numpy()
 
 
-def _one_thread() -> None:
-    torch.set_num_threads(1)
-
-
 def position_scores(game: Game, attackers: list[Position], runs: int, include: bool, seed: int, side: int,
                     worlds: int | None = None, workers: int = 1, device: torch.device | None = None,
                     progress: Progress | None = None) -> np.ndarray:
@@ -312,26 +306,19 @@ def position_scores(game: Game, attackers: list[Position], runs: int, include: b
     in each: [attackers, runs]. Seeded as `attacks.audit.canary_audit.scores` (simulation c by
     (seed, side, c)), `worlds` runs per simulation, spread over `workers` processes on the CPU;
     where a simulation runs does not change its numbers."""
-    device = device or devices.audit_device()
-    if device.type != "cpu":
-        workers = 1
-    per = worlds or worlds_per_run(game, device)
-    chunks = math.ceil(runs / per)
-    seeds = [int(s) for s in np.random.SeedSequence([seed, side]).generate_state(chunks)]
-    sizes = [min(per, runs - chunk * per) for chunk in range(chunks)]
-    present = torch.full((len(game.canaries),), include)
+    plan = simulations(game, runs, include, seed, side, worlds, workers, device)
     tick = progress.update if progress is not None else (lambda count: None)
     totals = []
-    if workers > 1 and chunks > 1:
-        context = multiprocessing.get_context("forkserver")
-        with ProcessPoolExecutor(min(workers, chunks), mp_context=context, initializer=_one_thread) as pool:
-            for size, scored in zip(sizes, pool.map(play_positions, itertools.repeat(game), itertools.repeat(attackers),
-                                                    itertools.repeat(present), seeds, sizes)):
+    if plan.workers > 1 and len(plan.seeds) > 1:
+        with plan.pool(len(plan.seeds)) as pool:
+            for size, scored in zip(plan.sizes, pool.map(play_positions, itertools.repeat(game),
+                                                         itertools.repeat(attackers), itertools.repeat(plan.present),
+                                                         plan.seeds, plan.sizes)):
                 totals.append(scored)
                 tick(size)
     else:
-        for chunk_seed, size in zip(seeds, sizes):
-            totals.append(play_positions(game, attackers, present, chunk_seed, size, device))
+        for chunk_seed, size in zip(plan.seeds, plan.sizes):
+            totals.append(play_positions(game, attackers, plan.present, chunk_seed, size, plan.device))
             tick(size)
     return np.concatenate(totals, axis=1)
 
