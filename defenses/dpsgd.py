@@ -95,14 +95,20 @@ class DPDPSGD(DPSGD):
         noise = torch.randn(clipped_sum.shape, generator=self.setup.generator) * (p.noise_multiplier * p.clip)
         return (clipped_sum + noise) / p.batch_size, lambda: [r[m] for r, m in zip(local.index, chosen)]
 
+    def updates(self, rounds: int) -> int:
+        """The noisy local updates of a run of `rounds` rounds, each one release of the agent's data:
+        one a round."""
+        return rounds
+
     def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
-        return subsampled_gaussian(float(self.rates.max()), self.params.noise_multiplier, rounds)
+        return subsampled_gaussian(float(self.rates.max()), self.params.noise_multiplier, self.updates(rounds))
 
     def claim(self, rounds: int) -> Claim:
         p = self.params
         event = self.mechanism(rounds)
         q = float(self.rates.max())
         sound = tightest(event)
+        equation, assumptions, statements = self.claim_words(rounds, q)
         return Claim(
             defense=self.name,
             notion="(ε, δ)-DP",
@@ -113,8 +119,14 @@ class DPDPSGD(DPSGD):
             eps_sound=epsilon(event, p.delta, sound),
             delta=p.delta,
             horizon=rounds,
-            equation=f"RDP of the Poisson-subsampled Gaussian (q={q:.4g}, σ={p.noise_multiplier}), "
-            f"composed over {rounds} rounds (Abadi et al. 2016; Mironov 2017)",
-            sound_method=sound_method(event, sound, p.noise_multiplier, f"{rounds} rounds"),
-            assumptions=(f"worst agent: q = B / min_i |D_i| = {q:.4g}",),
+            equation=equation,
+            sound_method=sound_method(event, sound, p.noise_multiplier, f"{self.updates(rounds)} updates"),
+            assumptions=(f"worst agent: q = B / min_i |D_i| = {q:.4g}", *assumptions),
+            statements=statements,
         )
+
+    def claim_words(self, rounds: int, q: float) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        """The claim's equation in words, its assumptions beyond the worst agent's rate, and what
+        else the paper states: a defense stepping as this one does (Muffliato-GD) says its own."""
+        return (f"RDP of the Poisson-subsampled Gaussian (q={q:.4g}, σ={self.params.noise_multiplier}), composed over "
+                f"{rounds} rounds (Abadi et al. 2016; Mironov 2017)", (), ())

@@ -53,13 +53,11 @@ states are post-processing of the noisy updates).
 
 from __future__ import annotations
 
-import dp_accounting
 import torch
 from pydantic import Field
 
 from defenses.base import register
 from defenses.dpsgd import DPDPSGD, DPDPSGDParams
-from privaudit.accounting import Claim, Neighbours, epsilon, sound_method, subsampled_gaussian, tightest
 from privaudit.network_accounting import PairLoss, muffliato_gd_claim
 from privaudit.wire import Kind, Wire
 
@@ -102,38 +100,21 @@ class Muffliato(DPDPSGD):
         wire.disclose_each(t, "gradient", lambda: torch.zeros_like(self.x))
         self.x = self.gossip(self.x)
 
-    def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
-        return subsampled_gaussian(float(self.rates.max()), self.params.noise_multiplier, self.updates(rounds))
-
-    def claim(self, rounds: int) -> Claim:
+    def claim_words(self, rounds: int, q: float) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        """The local DP of each agent's ⌈rounds / K⌉ noisy updates, which Muffliato's pairwise bounds
+        refine (`DPDPSGD.claim` composes them), and the pairwise guarantee the paper states instead."""
         p = self.params
-        updates = self.updates(rounds)
-        event = self.mechanism(rounds)
-        q = float(self.rates.max())
-        sound = tightest(event)
-        return Claim(
-            defense=self.name,
-            notion="(ε, δ)-DP",
-            adjacency="add/remove one record of an agent's local dataset",
-            neighbours=Neighbours("add/remove", "record", "one record of an agent's local dataset added or removed"),
-            eps_claimed=epsilon(event, p.delta, "rdp"),
-            eps_stated=None,
-            eps_sound=epsilon(event, p.delta, sound),
-            delta=p.delta,
-            horizon=rounds,
-            equation=f"local DP of each agent's noisy updates: RDP of the Poisson-subsampled Gaussian (q={q:.4g}, "
-            f"σ={p.noise_multiplier}) composed over the ⌈{rounds}/{p.gossip_steps}⌉ = {updates} updates of {rounds} "
-            "rounds (Mironov 2017), the composition Muffliato's pairwise bounds refine",
-            sound_method=sound_method(event, sound, p.noise_multiplier, f"{updates} updates"),
-            assumptions=(f"worst agent: q = B / min_i |D_i| = {q:.4g}",
-                         "the paper's guarantee is pairwise network DP, one curve per pair of agents: this is the "
-                         "local DP its pairwise bounds refine, not a figure the paper states",
-                         "per-sample clipping to C before the noise (the authors' code clips the noisy gradient); "
-                         "plain gossip (their experiments accelerate it); the local step at the broadcast state, "
-                         "one gossip step before theirs (module docstring)"),
-            statements=(f"pairwise network DP (Cyffers et al. 2022): one Rényi curve ε_{{u→v}}(α) per pair of agents "
-                        f"(Muffliato.pairwise_claim; audited pair by pair by the position audit). {PROVENANCE}",),
-        )
+        equation = (f"local DP of each agent's noisy updates: RDP of the Poisson-subsampled Gaussian (q={q:.4g}, "
+                    f"σ={p.noise_multiplier}) composed over the ⌈{rounds}/{p.gossip_steps}⌉ = {self.updates(rounds)} "
+                    f"updates of {rounds} rounds (Mironov 2017), the composition Muffliato's pairwise bounds refine")
+        assumptions = ("the paper's guarantee is pairwise network DP, one curve per pair of agents: this is the "
+                       "local DP its pairwise bounds refine, not a figure the paper states",
+                       "per-sample clipping to C before the noise (the authors' code clips the noisy gradient); "
+                       "plain gossip (their experiments accelerate it); the local step at the broadcast state, "
+                       "one gossip step before theirs (module docstring)")
+        statements = (f"pairwise network DP (Cyffers et al. 2022): one Rényi curve ε_{{u→v}}(α) per pair of agents "
+                      f"(Muffliato.pairwise_claim; audited pair by pair by the position audit). {PROVENANCE}",)
+        return equation, assumptions, statements
 
     def pairwise_claim(self, victim: int, attacker: int, rounds: int, delta: float | None = None) -> PairLoss:
         """Muffliato's claimed ε_{u→v} for the messages `attacker` receives in a run of `rounds`
