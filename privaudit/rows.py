@@ -308,6 +308,7 @@ class PairFigures(_Record):
 class PositionPair(_Record):
     """One attacker of a position audit (`attacks.audit.position`): its agents, its graph distance
     from the victim, its bound and estimate, the pairwise figures and the pair's verdict."""
+    victim: Whole | None = None
     attacker: list[Whole] = Field(min_length=1)
     distance: Whole
     eps_lb: Number

@@ -448,9 +448,10 @@ def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed:
 
 
 def position_graph(agents: int, edges: list[tuple[int, int]], victim: int, learned: dict[int, float],
-                   title: str) -> str:
-    """The graph a position audit ran on, each agent coloured by the ε lower bound it forces about
-    the victim from what it receives (the victim drawn apart, in black; an agent not audited in grey)."""
+                   title: str, scale_label: str = "ε lower bound about the victim") -> str:
+    """The graph a position audit ran on, each agent coloured by an ε lower bound (`learned`: what
+    it forces about the victim, or what a chosen attacker forces about it), the agent the figure is
+    about (`victim`) drawn apart in black, an agent without a value in grey."""
     import networkx as nx
 
     graph = nx.Graph()
@@ -470,7 +471,7 @@ def position_graph(agents: int, edges: list[tuple[int, int]], victim: int, learn
         nx.draw_networkx_labels(graph, layout, {node: str(node) for node in nodes}, ax=axis, font_size=8,
                                 font_color=colour)
     scale = plt.cm.ScalarMappable(cmap=colour_map, norm=plt.Normalize(0, top))
-    figure.colorbar(scale, ax=axis, fraction=0.046, pad=0.02, label="ε lower bound about the victim")
+    figure.colorbar(scale, ax=axis, fraction=0.046, pad=0.02, label=scale_label)
     axis.set_title(plain(title), fontsize=9)
     axis.axis("off")
     return to_data_uri(figure)

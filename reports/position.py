@@ -39,7 +39,7 @@ def _sound_pair(pair: dict[str, Any], sound: Any) -> str:
 def _pair(pair: dict[str, Any], sound: Any) -> dict[str, Any]:
     figures = pair.get("pairwise") or {}
     verdict = pair.get("verdict") or {}
-    return {"attacker": _who(pair), "distance": pair["distance"], "eps_lb": number(pair["eps_lb"]),
+    return {"victim": pair["victim"], "attacker": _who(pair), "distance": pair["distance"], "eps_lb": number(pair["eps_lb"]),
             "estimate": number(pair.get("eps_estimate")), "claimed": number(pair.get("eps_pair_claimed")),
             "linear": number(pair.get("eps_pair_linear")),
             "central": number(((figures.get("central") or {}).get("epsilon"))),
@@ -60,21 +60,43 @@ def _methods(pairs: list[dict[str, Any]]) -> list[str]:
     return list(seen)
 
 
-def _entry(row: dict[str, Any]) -> dict[str, Any]:
-    pairs = sorted(row["pairs"], key=lambda pair: (pair["distance"], pair["attacker"]))
-    detail = row.get("detail") or {}
-    victim = detail.get("victim", "?")
-    title = (f"{row.get('defense_label', '?')} · {row.get('label', '?')}: {detail.get('topology', '?')} of "
-             f"{detail.get('agents', '?')}, victim {victim}, seed {row.get('seed', '?')}")
+def _graph(row: dict[str, Any], pairs: list[dict[str, Any]], victims: list[int]) -> str | None:
+    """The graph coloured by what is learned: with one victim, what each agent learns about it; with
+    several, what one chosen attacker (the agent alone that attacks the most victims, the lowest
+    numbered among them) learns about each of them."""
     graph = row.get("graph") or {}
-    learned = {pair["attacker"][0]: float(pair["eps_lb"]) for pair in pairs if len(pair["attacker"]) == 1}
+    if not graph.get("agents"):
+        return None
+    edges = [tuple(edge) for edge in graph.get("edges", [])]
+    singles = [pair for pair in pairs if len(pair["attacker"]) == 1]
+    if len(victims) == 1:
+        learned = {pair["attacker"][0]: float(pair["eps_lb"]) for pair in singles}
+        return position_graph(graph["agents"], edges, victims[0], learned,
+                              f"what each agent learns about agent {victims[0]}")
+    counts: dict[int, int] = {}
+    for pair in singles:
+        counts[pair["attacker"][0]] = counts.get(pair["attacker"][0], 0) + 1
+    if not counts:
+        return None
+    chosen = min(counts, key=lambda agent: (-counts[agent], agent))
+    learned = {pair["victim"]: float(pair["eps_lb"]) for pair in singles if pair["attacker"][0] == chosen}
+    return position_graph(graph["agents"], edges, chosen, learned, f"what agent {chosen} learns about each agent",
+                          f"ε lower bound agent {chosen} forces")
+
+
+def _entry(row: dict[str, Any]) -> dict[str, Any]:
+    detail = row.get("detail") or {}
+    victims = [int(v) for v in detail.get("victims") or [detail.get("victim", 0)]]
+    pairs = [{**pair, "victim": victims[0] if pair.get("victim") is None else pair["victim"]} for pair in row["pairs"]]
+    pairs.sort(key=lambda pair: (pair["victim"], pair["distance"], pair["attacker"]))
+    about = f"victim {victims[0]}" if len(victims) == 1 else f"victims {', '.join(map(str, victims))}"
+    title = (f"{row.get('defense_label', '?')} · {row.get('label', '?')}: {detail.get('topology', '?')} of "
+             f"{detail.get('agents', '?')}, {about}, seed {row.get('seed', '?')}")
     return {
-        "title": title,
+        "title": title, "several": len(victims) > 1,
         "runs": row.get("samples"), "confidence": row.get("confidence"), "delta": row.get("delta"),
         "figure": position_distance(pairs, row.get("eps_sound"), row.get("eps_claimed"), title),
-        "graph": position_graph(graph["agents"], [tuple(e) for e in graph.get("edges", [])], victim, learned,
-                                f"what each agent learns about agent {victim}")
-        if graph.get("agents") and isinstance(victim, int) else None,
+        "graph": _graph(row, pairs, victims),
         "pairs": [_pair(pair, row.get("eps_sound")) for pair in pairs],
         "methods": _methods(pairs),
     }

@@ -52,10 +52,27 @@ def test_the_report_draws_the_pairs_against_distance_and_the_run_verdict_uses_th
     assert "not audited" not in verdicts  # the run's verdict rests on its position audit
 
 
+def test_every_victim_attacker_pair_of_a_graph_in_one_table(tmp_path):
+    """`victims = "all"`: every agent is a victim in turn, every other agent its attacker (a ring
+    of 4: 12 pairs); the graph then shows what one chosen attacker learns about each agent."""
+    ring = LINE | {"label": "ring", "topology": "ring", "agents": 4, "rounds": 4, "eval_every": 4}
+    store = run_campaign(_campaign([{"kind": "position", "victims": "all", "runs": 64}], (ring,)), "# t", tmp_path,
+                         progress=False, say=lambda _: None)
+    (row,) = [row for row in store.rows() if row.get("type") == "audit"]
+    assert row["status"] == "ok" and row["detail"]["victims"] == [0, 1, 2, 3]
+    assert sorted((pair["victim"], pair["attacker"][0]) for pair in row["pairs"]) == [
+        (v, a) for v in range(4) for a in range(4) if a != v]
+    section = without_notation(render_report(tmp_path).read_text()).split('<section id="position">')[1]
+    assert "victims 0, 1, 2, 3" in section and "graph coloured by what each agent learns" in section
+    assert "<th>victim</th>" in section
+
+
 @pytest.mark.parametrize("table, defenses, message", [
     (POSITION | {"attackers": [9]}, (LINE,), "attacker 9 names no agent of 0..5"),
     (POSITION | {"attackers": [[0, 2]]}, (LINE,), "holds the victim 0"),
     (POSITION | {"threat": "eavesdropper"}, (LINE,), "threat: not a field of a position audit"),
+    (POSITION | {"victims": [0, 1]}, (LINE,), "give victim or victims, not both"),
+    ({"kind": "position", "victims": [7]}, (LINE,), "victim 7 names no agent of 0..5"),
     ({"kind": "canary", "attackers": [1]}, (LINE,), "attackers: not a field of a canary audit"),
     (POSITION | {"defense": ["tern"]}, (LINE, {"kind": "ternary", "label": "tern", "agents": 6, "model": "logreg"}),
      "follows no exact public state recurrence"),

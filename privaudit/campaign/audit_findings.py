@@ -181,17 +181,47 @@ def one_run_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *
 
 def _game(cell: AuditCell) -> Game:
     table = cell.table
-    if table.kind == "position":
-        return game_for_cell(cell.training, 1, victim=table.victim, canary=table.canary,
-                             canary_label=table.canary_label, canary_scale=table.canary_scale)
     return game_for_cell(cell.training, table.canaries if table.method == "one_run" else 1, **game_options(table))
 
 
+def position_victims(cell: AuditCell) -> list[int]:
+    """The victims of a position audit: `victims` ("all": every agent of the run), else `victim`."""
+    table = cell.table
+    if table.victims == "all":
+        return list(range(cell.training.run.agents))
+    return list(table.victims) if table.victims is not None else [table.victim]
+
+
+def _attackers_of(cell: AuditCell, victim: int) -> list[int | list[int]] | None:
+    """The table's attackers without those holding `victim` (with several victims, an attacker of
+    one may be another's victim); None: every other agent."""
+    attackers = cell.table.attackers
+    if attackers is None or cell.table.victims is None:
+        return attackers
+    return [a for a in attackers if victim not in (a if isinstance(a, list) else [a])]
+
+
+def _position_games(cell: AuditCell) -> list[tuple[Game, list[int | list[int]] | None]]:
+    """A position audit's game per victim with its attackers, each checked against the run's graph
+    (`positions`): ConfigError (one line) for an agent the graph lacks or an attacker holding the
+    victim."""
+    games = []
+    for victim in position_victims(cell):
+        if victim >= cell.training.run.agents:
+            raise ConfigError(f"position audit: victim {victim} names no agent of 0..{cell.training.run.agents - 1}")
+        game = game_for_cell(cell.training, 1, victim=victim, canary=cell.table.canary,
+                             canary_label=cell.table.canary_label, canary_scale=cell.table.canary_scale)
+        attackers = _attackers_of(cell, victim)
+        if attackers == []:
+            raise ConfigError(f"position audit: every attacker holds victim {victim}")
+        positions(game, attackers)
+        games.append((game, attackers))
+    return games
+
+
 def _position_game(cell: AuditCell) -> Game:
-    """A position audit's game, its attackers checked against the run's graph (`positions`)."""
-    game = _game(cell)
-    positions(game, cell.table.attackers)
-    return game
+    """Check a position audit before it runs (`_position_games`); its first victim's game."""
+    return _position_games(cell)[0][0]
 
 
 def reconstruction_game(cell: AuditCell) -> ReconstructionGame:
@@ -348,25 +378,29 @@ def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
     }
 
 
-_PAIR_FIELDS = ("attacker", "threat", "distance", "heard", "unreached", "eps_lb", "eps_estimate", "estimate_method",
+_PAIR_FIELDS = ("victim", "attacker", "threat", "distance", "heard", "unreached", "eps_lb", "eps_estimate", "estimate_method",
                 "separation", "eps_pair_claimed", "eps_pair_linear", "pairwise", "verdict", "test")
 """What the report reads of each pair of a position audit (`attacks.audit.position.position_audit`)."""
 
 
 def position_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
-    """The position audit of the training cell `cell.training`: `cell.table.runs` runs per world,
-    every attacker of `cell.table.attackers` scored from what it receives. The row's bound is the
-    strongest pair's and its verdict judges the defense's claim with it (the claim holds for every
-    attacker, so any pair may refute it); `pairs` keeps every pair, `detail` what they share."""
+    """The position audit of the training cell `cell.training`: for each victim (`position_victims`),
+    `cell.table.runs` runs per world, every attacker of `cell.table.attackers` scored from what it
+    receives. The row's bound is the strongest pair's and its verdict judges the defense's claim
+    with it (the claim holds for every attacker about every victim, so any pair may refute it);
+    `pairs` keeps every pair with its victim, `detail` what they share."""
     table, training = cell.table, cell.training
-    game = _game(cell)
-    counter = Progress(f"{cell.label} on {training.label}", 2 * table.runs) if progress else None
+    games = _position_games(cell)
+    counter = Progress(f"{cell.label} on {training.label}", 2 * table.runs * len(games)) if progress else None
+    pairs = []
     try:
-        pairs = position_audit(game, table.attackers, runs=table.runs, confidence=table.confidence,
-                               delta=table.delta, seed=training.seed, progress=counter)
+        for game, attackers in games:
+            pairs += position_audit(game, attackers, runs=table.runs, confidence=table.confidence, delta=table.delta,
+                                    seed=training.seed, progress=counter)
     finally:
         if counter is not None:
             counter.close()
+    game = games[0][0]
     strongest = max(pairs, key=lambda pair: pair["eps_lb"])
     shared = {key: value for key, value in strongest.items() if key not in _PAIR_FIELDS and key != "scores"}
     record = {**shared, "eps_lb": strongest["eps_lb"]}
@@ -393,17 +427,21 @@ def position_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
         "verdict": canary_verdict(record, game.claim),
         "tightness": {"of": "eps", "sound": strongest["eps_lb"] / sound if sound else None, "exact": None},
         "curve": [],
-        "attack": (f"{table.runs:,} runs per world, one {table.canary} canary at agent {table.victim}; "
-                   f"{len(pairs)} attacker(s), each hearing only what it receives (its neighbours' states and its "
-                   f"own), scored by {shared['statistic_method']}; strongest: {who}, {strongest['distance']} "
-                   f"hop(s) away"),
+        "attack": (f"{table.runs:,} runs per world and victim, one {table.canary} canary at "
+                   f"{_agents_text([g.victim for g, _ in games])}; {len(pairs)} pair(s), each attacker hearing only "
+                   f"what it receives (its neighbours' states and its own), scored by {shared['statistic_method']}; "
+                   f"strongest: {who} about agent {strongest['victim']}, {strongest['distance']} hop(s) away"),
         "findings": [{"kind": kind, "text": text} for kind, text in game.claim.analytic()],
         "relation": canary_relation(game),
         "pairs": [{key: pair[key] for key in _PAIR_FIELDS} for pair in pairs],
         "graph": {"agents": game.setup.topology.n,
                   "edges": sorted([min(i, j), max(i, j)] for i, j in game.setup.topology.graph.edges)},
-        "detail": shared,
+        "detail": {**shared, "victims": [g.victim for g, _ in games]},
     }
+
+
+def _agents_text(agents: list[int]) -> str:
+    return f"agent {agents[0]}" if len(agents) == 1 else f"each of agents {', '.join(map(str, agents))}"
 
 
 REPLACE_ONE = Neighbours("replace-one", "record")

@@ -23,7 +23,7 @@ import re
 import tomllib
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
                       TypeAdapter, ValidationError, field_validator, model_serializer, model_validator)
@@ -438,7 +438,7 @@ _CANARY_ONLY = ("method", "runs", "canaries", "guesses", "canary", "channels", "
                 "canary_scale", "statistic", "canary_norm")
 _CANARY_FIELDS = _RUN_FIELDS + _CANARY_ONLY
 _RECONSTRUCTION_FIELDS = ("attack", "scenario", "round", "threshold_db", "trials", "pool")
-_POSITION_ONLY = ("attackers",)
+_POSITION_ONLY = ("attackers", "victims")
 _UNUSED = {"mechanism": _CANARY_FIELDS + _RECONSTRUCTION_FIELDS + _POSITION_ONLY,
            "canary": _MECHANISM_FIELDS + _RECONSTRUCTION_FIELDS + _POSITION_ONLY,
            "reconstruction": _MECHANISM_FIELDS + _CANARY_ONLY + _POSITION_ONLY,
@@ -486,7 +486,7 @@ class AuditConfig(_HearsLinks):
     prior's baseline for that threshold.
     `kind = "position"`: privacy by the attacker's position in the graph (`attacks/audit/position.py`;
     one cell per run and seed): `runs` runs per world with and without one gradient canary at
-    `victim`, each of `attackers` (an agent: a curious agent hearing only what it receives; a list
+    `victim` (or at each of `victims`, "all" for every agent, one audit each), each of `attackers` (an agent: a curious agent hearing only what it receives; a list
     of agents: a coalition pooling it; default every other agent alone) scored from the states it
     receives, all from the same runs; per pair ε_LB beside the graph distance and the pairwise
     network accountant's figures (`privaudit/network_accounting.py`). Defenses whose states follow a
@@ -540,13 +540,16 @@ class AuditConfig(_HearsLinks):
         20, ge=1, description="reconstruction: independent trials (a fresh target and seed each)")
     pool: int = Field(1000, ge=1, le=MAX_POOL, description="reconstruction: candidate records of the prior, drawn "
                       "from the held-out split (at most as many as it has)")
+    victims: list[Annotated[int, Field(ge=0)]] | Literal["all"] | None = Field(
+        None, min_length=1, description="position: several victims, each audited against every attacker that does not "
+        "hold it (\"all\": every agent); default [victim]")
     attackers: list[Annotated[int, Field(ge=0)] | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]] \
         | None = Field(None, min_length=1, description="position: the attacking agents, each an agent (a curious "
                        "agent) or a list of agents (a coalition); default every other agent alone")
 
     LATER: ClassVar[dict[str, Any]] = {"directed_links": None, "statistic": "auto", "canary_norm": None,
                                        "attack": "idlg", "scenario": None, "round": 0, "threshold_db": 30.0,
-                                       "trials": 20, "pool": 1000, "attackers": None}
+                                       "trials": 20, "pool": 1000, "attackers": None, "victims": None}
 
     def misplaced(self) -> tuple[str, str] | None:
         """(field, why) when a field is set that the audit's kind does not use."""
@@ -570,6 +573,8 @@ class AuditConfig(_HearsLinks):
         for name in _UNUSED[self.kind]:
             if name in self.model_fields_set:
                 return name, f"not a field of a {self.kind} audit"
+        if self.kind == "position" and self.victims is not None and "victim" in self.model_fields_set:
+            return "victims", "give victim or victims, not both"
         return None
 
     @property

@@ -258,7 +258,9 @@ class Estimator:
         if table.kind not in ("canary", "position"):
             return CellTime(what, None, f"a {table.kind} audit's trials are not modelled")
         rate = self.rate(training)
-        runs = 2 * table.runs if table.kind == "position" or table.method == "repeated" else 1
+        victims = (training.run.agents if table.victims == "all" else len(table.victims or [0])) \
+            if table.kind == "position" else 1
+        runs = 2 * table.runs * victims if table.kind == "position" or table.method == "repeated" else 1
         rounds = runs * training.run.rounds
         what_runs = f"{runs:,} runs of {training.run.rounds:,} rounds" if runs > 1 else \
             f"one run of {training.run.rounds:,} rounds"
