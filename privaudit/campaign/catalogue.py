@@ -28,7 +28,7 @@ from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, described
 from defenses import DEFENSES
 from defenses.external import SHIPPED, load_installed, origin
 from privaudit import threats
-from privaudit.campaign.config import (MEMBERSHIP_TARGETS, AttackConfig, AuditConfig, DataConfig, MembershipConfig,
+from privaudit.campaign.config import (AUDIT_KINDS, MEMBERSHIP_TARGETS, AttackConfig, AuditConfig, DataConfig, MembershipConfig,
                                        RunConfig)
 from privaudit.data import DATASETS, PARTITIONS
 from privaudit.errors import UsageError
@@ -402,7 +402,8 @@ def _attacks_markdown(found: dict[str, Any]) -> list[str]:
     lines += [f"| {_code(entry['defense'])} | {_cell(entry['needs'])} |" for entry in membership["models"]]
     lines += ["", "Fields of every `[[membership]]` table:", "", *_field_table(membership["table"])]
     lines += ["", "### Audits: `[[audit]]`", "",
-              "`kind = \"mechanism\"`, `\"canary\"` or `\"reconstruction\"`. Fields of every `[[audit]]` table:", "",
+              f"`kind` is one of {', '.join(f'`{json.dumps(kind)}`' for kind in AUDIT_KINDS)}. Fields of every "
+              "`[[audit]]` table:", "",
               *_field_table(audits["table"]), "", "#### Mechanisms (`kind = \"mechanism\"`)", "",
               "`mechanism = \"...\"` names one, `params = {...}` sets its parameters."]
     for entry in audits["mechanisms"]:
