@@ -8,6 +8,7 @@ from privaudit.campaign.config import load_campaign
 from privaudit.cli import main
 from privaudit.errors import ConfigError
 from privaudit.results import ResultsStore
+from tests.helpers import one_line_error
 from reports.html import render_report
 
 TINY = """
@@ -210,3 +211,14 @@ def test_claims_names_a_claim_below_its_sound_accountant(capsys):
     assert main(["claims", "campaigns/lt_admm_dp.toml"]) == 0
     out = capsys.readouterr().out
     assert "  understated: the claim's ε = " in out and "is below the sound accountant's" in out
+
+
+@pytest.mark.parametrize("table, field, allowed", [
+    ('[[audit]]\nkind = "canary"\nrun = 8000\n', "audit[0].run", "runs"),
+    ("", "campaign.nme", "name"),
+])
+def test_an_unknown_field_of_any_table_lists_what_the_table_allows(tmp_path, capsys, table, field, allowed):
+    head = '[campaign]\nnme = "t"\n' if field.startswith("campaign") else '[campaign]\nname = "t"\n'
+    (tmp_path / "c.toml").write_text(head + '[[defense]]\nkind = "dpsgd"\nagents = 3\n' + table)
+    error = one_line_error(capsys, ["check", str(tmp_path / "c.toml"), "--out", str(tmp_path / "o")])
+    assert f"{field}: unknown field (allowed: " in error and f" {allowed}," in error

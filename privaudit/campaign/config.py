@@ -714,11 +714,22 @@ def _path(loc: tuple[Any, ...]) -> str:
     return text or "campaign"
 
 
+def _table_fields(loc: tuple[Any, ...]) -> list[str] | None:
+    """The fields a campaign table allows, for an unknown key at `loc` (`("audit", 0, "run")`,
+    `("campaign", "nme")`), or None where the location is not directly in one of them."""
+    tables = {"campaign": CampaignInfo, "data": DataConfig, "attack": AttackConfig, "membership": MembershipConfig,
+              "audit": AuditConfig}
+    model = tables.get(loc[0]) if loc else None
+    direct = len(loc) == 3 and isinstance(loc[1], int) or len(loc) == 2 and not isinstance(loc[1], int)
+    return list(model.model_fields) if model is not None and direct else None
+
+
 def _one_line(error: ValidationError, prefix: tuple[Any, ...] = (), fields: list[str] | None = None) -> str:
     """The first error of `error` as `field.path: what is wrong`, counting the others."""
     errors = error.errors()
     first = errors[0]
     if first["type"] == "extra_forbidden":
+        fields = fields or _table_fields(prefix + tuple(first["loc"]))
         what = "unknown field" + (f" (allowed: {', '.join(fields)})" if fields else "")
     elif first["type"] == "missing":
         what = "required field is missing"
