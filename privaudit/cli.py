@@ -29,18 +29,19 @@ command.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import signal
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from privaudit import __version__, threads
-from privaudit.errors import PrivauditError, UsageError, printable
+from privaudit.errors import ConfigError, PrivauditError, UsageError, printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,6 +98,18 @@ def _warn(warnings: Sequence[str]) -> None:
         print(f"privaudit: warning: {warning}", file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _about(campaign: str | None) -> Iterator[None]:
+    """Name the campaign file in a one-line error that a cell's pre-flight raised without it
+    (`defense[0] (dpsgd, seed 0): batch_size 32 exceeds …`), as every error of the file itself is."""
+    try:
+        yield
+    except ConfigError as error:
+        text = str(error)
+        raise ConfigError(text if campaign is None or text.startswith(f"{campaign}:") else f"{campaign}: {text}") \
+            from None
+
+
 def _run(args: argparse.Namespace) -> int:
     from privaudit.campaign.config import read_campaign
     from privaudit.campaign.executors import make_executor
@@ -110,7 +123,8 @@ def _run(args: argparse.Namespace) -> int:
     _warn(campaign.warnings())
     out = Path(args.out) if args.out else Path("results") / campaign.campaign.name
     print(f"campaign '{campaign.campaign.name}': results in {out}")
-    store = run_campaign(campaign, text, out, force=args.force, progress=not args.quiet, executor=executor)
+    with _about(args.campaign):
+        store = run_campaign(campaign, text, out, force=args.force, progress=not args.quiet, executor=executor)
     report = render_report(out)
     print(f"results: {store.path}")
     print(f"report:  {report.resolve()}")
@@ -144,7 +158,9 @@ def _check(args: argparse.Namespace) -> int:
     from privaudit.campaign.preflight import preflight
 
     campaign, _ = read_campaign(args.campaign, allow_code=args.allow_code)
-    found = preflight(campaign, Path(args.out) if args.out else Path("results") / campaign.campaign.name, args.force)
+    with _about(args.campaign):
+        found = preflight(campaign, Path(args.out) if args.out else Path("results") / campaign.campaign.name,
+                          args.force)
     _warn(found.warnings)
     print(found.summary())
     for line in found.estimate_lines():

@@ -222,3 +222,10 @@ def test_an_unknown_field_of_any_table_lists_what_the_table_allows(tmp_path, cap
     (tmp_path / "c.toml").write_text(head + '[[defense]]\nkind = "dpsgd"\nagents = 3\n' + table)
     error = one_line_error(capsys, ["check", str(tmp_path / "c.toml"), "--out", str(tmp_path / "o")])
     assert f"{field}: unknown field (allowed: " in error and f" {allowed}," in error
+
+
+def test_a_cells_preflight_error_names_the_campaign_file(tmp_path, capsys):
+    (tmp_path / "c.toml").write_text('[campaign]\nname = "t"\n[data]\ndataset = "digits"\nmax_train = 60\n'
+                                     '[[defense]]\nkind = "dpsgd"\nagents = 3\nbatch_size = 32\nrounds = 2\n')
+    error = one_line_error(capsys, ["check", str(tmp_path / "c.toml"), "--out", str(tmp_path / "o")])
+    assert error.startswith(f"privaudit: error: {tmp_path / 'c.toml'}: defense[0] (dpsgd, seed 0): batch_size 32")
