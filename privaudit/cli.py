@@ -253,6 +253,8 @@ def _report(args: argparse.Namespace) -> int:
     from reports.html import render_report
 
     fail_on = _fail_on(args)
+    if Path(args.results_dir).is_file():
+        raise UsageError(f"{args.results_dir} is a file: report takes the results folder that holds results.jsonl")
     output = output_file(args.results_dir, args.output) if args.output else None
     try:
         if args.format == "json" or fail_on:

@@ -229,3 +229,9 @@ def test_a_cells_preflight_error_names_the_campaign_file(tmp_path, capsys):
                                      '[[defense]]\nkind = "dpsgd"\nagents = 3\nbatch_size = 32\nrounds = 2\n')
     error = one_line_error(capsys, ["check", str(tmp_path / "c.toml"), "--out", str(tmp_path / "o")])
     assert error.startswith(f"privaudit: error: {tmp_path / 'c.toml'}: defense[0] (dpsgd, seed 0): batch_size 32")
+
+
+def test_report_given_a_file_says_it_takes_the_results_folder(tmp_path, capsys):
+    (tmp_path / "results.jsonl").write_text("")
+    error = one_line_error(capsys, ["report", str(tmp_path / "results.jsonl")])
+    assert error.endswith("is a file: report takes the results folder that holds results.jsonl")
