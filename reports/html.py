@@ -154,8 +154,8 @@ def _wall(row: dict[str, Any]) -> float | None:
 
 def _provenance(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Every cell of the results, training, attack and audit alike, in the order they finished,
-    with its seed, status, wall time and the privaudit version that wrote it; the total wall time
-    and the cells that stored none."""
+    with its seed, status (a training row stores one only when it failed: "ok" otherwise), wall time
+    and the privaudit version that wrote it; the total wall time and the cells that stored none."""
     listed = []
     for row in rows:
         kind = row_type(row)
@@ -174,7 +174,8 @@ def _provenance(rows: list[dict[str, Any]]) -> dict[str, Any]:
         wall = _wall(row)
         listed.append({
             "cell": row["cell"], "type": kind, "what": what, "attacked": attacked, "seed": row.get("seed"),
-            "status": row.get("status", ""), "wall_s": "—" if wall is None else f"{wall:.1f}",
+            "status": row.get("status") or ("ok" if kind == "training" else ""),
+            "wall_s": "—" if wall is None else f"{wall:.1f}",
             "version": str(row.get("version", "—")),
         })
     walls = [_wall(row) for row in rows]

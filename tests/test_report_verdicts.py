@@ -229,6 +229,7 @@ def test_provenance_times_every_cell_and_says_which_stored_no_time(tmp_path, row
         in provenance
     assert provenance.count('<td class="num">3.2</td>') == 3 and provenance.count('<td class="num">—</td>') == 1
     assert "canary audit · Broken (canary audit)" in provenance
+    assert "<td>training</td><td>D-PSGD</td><td class=\"num\">0</td><td>ok</td>" in provenance  # no status: it ended
 
 
 def test_a_canary_audit_naming_its_training_cell_joins_that_run_whatever_its_label(rows):
