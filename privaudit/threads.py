@@ -65,8 +65,11 @@ def apply(threads: int | None = None) -> str:
         import torch
 
         torch.set_num_threads(chosen)
-    count = "torch's default threads" if chosen is None else f"{chosen} thread{'s' * (chosen > 1)}"
-    return f"{count}, OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY') or 'unset'}"
+    return f"{_count(chosen)}, OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY') or 'unset'}"
+
+
+def _count(chosen: int | None) -> str:
+    return "torch's default threads" if chosen is None else f"{chosen} thread{'s' * (chosen > 1)}"
 
 
 @contextlib.contextmanager
@@ -82,7 +85,6 @@ def limited(threads: int | None = None) -> Iterator[str]:
     if chosen is not None:
         torch.set_num_threads(chosen)
     try:
-        count = "torch's default threads" if chosen is None else f"{chosen} thread{'s' * (chosen > 1)}"
-        yield count
+        yield _count(chosen)
     finally:
         torch.set_num_threads(before)

@@ -7,7 +7,8 @@ The costs are measured on this machine, now, on the campaign's own work wherever
   and `MIN_SECONDS` are both reached (or the run's rounds are used up), and one evaluation of the
   agents' models. Seeds share a configuration's timing. A training cell costs rounds × a round +
   evaluations × an evaluation; a membership table on it, its reference runs (each the rounds the
-  attacked view needs and two evaluations); a canary audit, 2 × runs × rounds rounds (repeated:
+  attacked view needs and two evaluations); a canary audit, 2 × runs × rounds rounds (a position
+  audit the same per victim; repeated:
   its worlds run batched: on the demo's DPDL audit, 2026-11-26, 0.97 ms per world-round against
   0.9–1.2 ms for a round alone), or one run's rounds (one run). The first warm-up round of the process
   pays torch's one-time imports for its function transforms (1–1.6 s here): a run pays them
