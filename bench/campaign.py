@@ -26,7 +26,7 @@ import torch
 from privaudit.campaign.config import Campaign, parse_campaign
 from privaudit.campaign.executors import Executor, InProcess, ProcessPool
 from privaudit.campaign.run import run_campaign
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 
 LEARNING_RATES = [0.05, 0.1, 0.2, 0.4]
 SEEDS = list(range(10))

@@ -21,7 +21,7 @@ from privaudit.campaign.cells import build_defense, expand, expand_membership
 from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.jobs import run_cell
 from privaudit.campaign.membership_findings import membership_rows, plan_membership
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 
 DEFENSES = {
     "dpsgd": {"kind": "dpsgd", "lr": 0.1},

@@ -86,7 +86,7 @@ def _finite(text: str) -> float:
 
 def _say_skipped(directory: str | Path) -> None:
     """Warn on stderr, in one line, about lines of a results file that cannot be read."""
-    from privaudit.results import ResultsStore
+    from privaudit.store import ResultsStore
 
     skipped = ResultsStore(directory).read().summary()
     if skipped:
@@ -170,7 +170,7 @@ def _check(args: argparse.Namespace) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     from privaudit.campaign.catalogue import catalogue, catalogue_text
-    from privaudit.results import json_safe
+    from privaudit.store import json_safe
 
     found = catalogue(args.kind)
     form = "json" if args.json else args.format
@@ -216,7 +216,7 @@ def _claims(args: argparse.Namespace) -> int:
     from privaudit.campaign.cells import claims
     from privaudit.campaign.config import read_campaign
 
-    from privaudit.results import json_safe
+    from privaudit.store import json_safe
 
     campaign, _ = read_campaign(args.campaign, allow_code=args.allow_code)
     rows = claims(campaign)
@@ -249,7 +249,7 @@ def _claims(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from privaudit.results import output_file, write_atomic
+    from privaudit.store import output_file, write_atomic
     from reports.html import render_report
 
     fail_on = _fail_on(args)
@@ -258,7 +258,7 @@ def _report(args: argparse.Namespace) -> int:
     output = output_file(args.results_dir, args.output) if args.output else None
     try:
         if args.format == "json" or fail_on:
-            from privaudit.results import json_safe
+            from privaudit.store import json_safe
             from reports.summary import summary
 
             found = summary(args.results_dir)

@@ -5,7 +5,7 @@ trust a row because it parses as JSON: an integer of 400 digits, "nan" as text, 
 number belongs, a missing `rounds` or a null claim each crashed it. Every row therefore carries
 the version of this schema it was written under (`SCHEMA_KEY`, not the package's version: a
 release that changes no row keeps it), the campaign checks each row against it before appending
-(`checked`, so writer and reader cannot drift), and the one reader (`privaudit.results`) checks
+(`checked`, so writer and reader cannot drift), and the one reader (`privaudit.store`) checks
 each line against it, keeping the rows that hold and naming, line by line, the ones it skipped and
 why.
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",

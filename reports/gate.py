@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.errors import UsageError, printable
-from privaudit.results import json_safe, write_atomic
+from privaudit.store import json_safe, write_atomic
 from reports.verdicts import MEANINGS
 
 JSON_FILE = "verdicts.json"

@@ -31,7 +31,7 @@ from jinja2 import Environment, PackageLoader
 
 from privaudit.errors import PrivauditError
 from privaudit.files import CAMPAIGN_BYTES, read_regular
-from privaudit.results import CAMPAIGN_FILE, ResultsStore, write_atomic
+from privaudit.store import CAMPAIGN_FILE, ResultsStore, write_atomic
 from reports.audits import audit_section
 from reports.coalition import coalition_section
 from reports.figures import TRAINING_METRICS, epsilon_overview, training_curves

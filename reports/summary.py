@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.errors import PrivauditError
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from reports.audits import number
 from reports.html import runs_of
 from reports.inversion import row_type

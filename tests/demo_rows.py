@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from privaudit import devices
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 
 STORED = Path(__file__).parent / "data" / "demo_rows.json"
 WALL_CLOCK = frozenset({"wall_s", "reference_wall_s", "score_wall_s", "seconds_per_run", "runs_per_second"})

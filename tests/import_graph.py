@@ -156,7 +156,7 @@ def broken(graph: Graph, contracts: Iterable[Contract]) -> list[str]:
 
 def external_imports(graph: Graph, modules: Iterable[str], package: str) -> list[str]:
     """For each module, the shortest project chain to a module that imports the third-party
-    `package` itself (`reports.html:30 -> privaudit.results:17 -> torch`), one line each."""
+    `package` itself (`reports.html:30 -> privaudit.store:17 -> torch`), one line each."""
     found = []
     for module in modules:
         if package in graph.external[module]:

@@ -7,7 +7,7 @@ import pytest
 from privaudit.campaign.config import load_campaign
 from privaudit.cli import main
 from privaudit.errors import ConfigError
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from tests.helpers import one_line_error
 from reports.html import render_report
 

@@ -13,7 +13,7 @@ from attacks.views import EXTRACTORS
 from defenses import DEFENSES
 from privaudit.campaign.catalogue import CATEGORIES, parameters
 from privaudit.cli import main
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from privaudit.threats import THREATS
 from reports.summary import summary
 

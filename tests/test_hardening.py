@@ -18,7 +18,7 @@ from privaudit.campaign.cells import expand, expand_attacks, expand_audits, expa
 from privaudit.campaign.config import parse_campaign
 from privaudit.cli import main
 from privaudit.errors import ConfigError, PrivauditError
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from privaudit.topology import Topology
 from privaudit.wire import Eavesdropper, Kind, PublicKnowledge, Transcript, Wire
 from reports.html import render_report
@@ -335,7 +335,7 @@ def test_a_results_file_of_garbage_alone_is_one_line(tmp_path, capsys):
 
 HOLD = """
 import sys, time
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 with ResultsStore(sys.argv[1]).lock():
     print("locked", flush=True)
     time.sleep(120)

@@ -92,7 +92,7 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(results, command
 
 def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path):
     from privaudit.errors import PrivauditError
-    from privaudit.results import ResultsStore
+    from privaudit.store import ResultsStore
 
     target = tmp_path / "precious.txt"
     target.write_text("keep me\n")
@@ -114,13 +114,13 @@ def test_deleting_the_lock_file_during_a_run_does_not_let_a_second_run_in(tmp_pa
     import subprocess
     import sys
 
-    from privaudit.results import ResultsStore
+    from privaudit.store import ResultsStore
 
     folder = tmp_path / "out"
     with ResultsStore(folder).lock():
         assert (folder / ".lock").read_text().strip() == str(os.getpid())
         os.unlink(folder / ".lock")
-        second = subprocess.run([sys.executable, "-c", "import sys; from privaudit.results import ResultsStore\n"
+        second = subprocess.run([sys.executable, "-c", "import sys; from privaudit.store import ResultsStore\n"
                                  f"with ResultsStore({str(folder)!r}).lock(): sys.exit(0)"],
                                 capture_output=True, text=True, timeout=60,
                                 cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -498,7 +498,7 @@ def test_a_hand_edited_row_is_skipped_and_named_and_the_report_renders_the_rest(
 
 
 def test_the_writer_stamps_the_schema_version_and_refuses_a_row_its_schema_refuses(results, tmp_path):
-    from privaudit.results import ResultsStore
+    from privaudit.store import ResultsStore
     from privaudit.rows import SCHEMA, SCHEMA_KEY
 
     assert all(row[SCHEMA_KEY] == SCHEMA for row in _stored(results))
@@ -508,7 +508,7 @@ def test_the_writer_stamps_the_schema_version_and_refuses_a_row_its_schema_refus
 
 
 def test_a_row_written_before_the_schema_is_read_as_its_first_version(results):
-    from privaudit.results import _parse
+    from privaudit.store import _parse
 
     import json
 

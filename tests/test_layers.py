@@ -37,7 +37,7 @@ def engine(module: str) -> bool:
             and not cli(module))
 
 
-READ_BY_REPORTS = {"privaudit", "privaudit.results", "privaudit.files", "privaudit.errors"}
+READ_BY_REPORTS = {"privaudit", "privaudit.store", "privaudit.files", "privaudit.errors"}
 """What reports may use of the engine: the results store they read rows through, the guarded
 reader of a results folder's other files, and errors."""
 

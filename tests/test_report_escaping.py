@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from reports.html import render_report
 from tests.helpers import without_notation
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from privaudit.results import RESULTS_FILE
+from privaudit.store import RESULTS_FILE
 from reports.html import render_report
 from tests.helpers import without_notation
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from reports.html import render_report
 from reports.membership import needed_non_members, resolvable
 from tests.helpers import without_notation

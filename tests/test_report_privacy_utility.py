@@ -10,7 +10,7 @@ from attacks.views import noise
 from privaudit.campaign.cells import claims
 from privaudit.campaign.config import load_campaign
 from privaudit.campaign.run import run_campaign
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from reports.html import render_report
 from reports.privacy_utility import find_sweeps, privacy_utility_section
 from tests.helpers import small_campaign

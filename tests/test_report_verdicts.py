@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from reports.html import render_report, runs_of
 from reports.verdicts import ratio_text, severity, verdict_section
 from tests.helpers import without_notation

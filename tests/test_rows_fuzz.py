@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from privaudit.results import _parse, encode
+from privaudit.store import _parse, encode
 from reports.html import render_report
 
 ROWS = json.loads((Path(__file__).parent / "data" / "demo_rows.json").read_text())["rows"]

@@ -29,7 +29,7 @@ from privaudit.campaign.config import Campaign, load_campaign as _load_file, par
 from privaudit.campaign.executors import make_executor
 from privaudit.campaign.run import run_campaign
 from privaudit.errors import ConfigError
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from privaudit.threads import limited
 from reports.html import render_report
 from reports.summary import summary

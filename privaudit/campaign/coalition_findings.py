@@ -31,7 +31,7 @@ from privaudit.campaign.inversion_findings import attack_batch_size, attack_iden
 from privaudit.errors import ConfigError
 from privaudit.leak import decide, noise_floor
 from privaudit.metrics import score_reconstruction
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from privaudit.setup import Setup
 from privaudit.topology import Topology
 from privaudit.wire import Coalition, Tap, Transcript, Witnesses

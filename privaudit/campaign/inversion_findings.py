@@ -37,7 +37,7 @@ from privaudit.errors import ConfigError
 from privaudit.leak import decide, noise_floor
 from privaudit.metrics import pixel_errors, score_reconstruction
 from privaudit.progress import Progress
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from privaudit.setup import Setup
 from privaudit.threats import build_tap
 from privaudit.topology import Topology

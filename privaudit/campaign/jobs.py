@@ -38,7 +38,7 @@ from privaudit.campaign.membership_findings import (
     unrun_rows,
 )
 from privaudit.progress import Progress
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from privaudit.errors import ConfigError
 from privaudit.sim import BrokenContract, Diverged, RunOutput, simulate
 from privaudit.wire import Tap

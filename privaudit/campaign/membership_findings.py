@@ -63,7 +63,7 @@ from privaudit.campaign.config import MembershipConfig
 from privaudit.errors import ConfigError
 from privaudit.flatmodel import FlatModel
 from privaudit.progress import Progress
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 from privaudit.sampling import LocalData
 from privaudit.setup import Setup
 from privaudit.sim import Diverged, simulate

@@ -21,7 +21,7 @@ from privaudit.campaign.config import Campaign
 from privaudit.campaign.estimates import Estimate, estimate
 from privaudit.campaign.jobs import AuditJob, TrainingJob, plan_jobs
 from privaudit.data import downloads_refused
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 
 KINDS = ("training", "attack", "membership", "audit")
 

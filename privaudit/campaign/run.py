@@ -18,7 +18,7 @@ from tqdm import tqdm
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.executors import Executor, InProcess
 from privaudit.campaign.jobs import Job, plan_jobs, run_job
-from privaudit.results import ResultsStore
+from privaudit.store import ResultsStore
 
 
 def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool = False,
