@@ -7,7 +7,8 @@ A `[[defense]]` table's `kind` is one of
   from the current directory when it is not found there, as `python -m` would), and the attribute
   must be a concrete `Defense` subclass with a `name`, a `title` and a `Params` model. Importing
   runs the module's code, so a campaign file lists such modules in `[campaign] imports` and the
-  command needs `--allow-code` (`privaudit.campaign.config.imported_modules`);
+  command needs `--allow-code`: a `Consent` that `resolve` checks where it imports, so no shape of
+  a campaign's input reaches an import without it;
 * the name of an entry point in the group `privaudit.defenses` of an installed package, loaded the
   first time that name is not registered. The entry point's name must be the class's `name`:
 
@@ -37,6 +38,7 @@ import importlib
 import inspect
 import os
 import sys
+from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
 
@@ -47,12 +49,41 @@ ENTRY_POINTS = "privaudit.defenses"
 """The entry-point group installed packages list their defenses in."""
 
 
-def resolve(kind: str) -> type[Defense]:
+@dataclass(frozen=True)
+class Consent:
+    """The user's consent to import the modules a campaign names by path: the modules it lists in
+    `[campaign] imports` and whether the user agreed (`--allow-code`, `allow_code=True`). `resolve`
+    checks it at the one place a module named by a campaign is imported, so the consent follows
+    from the validated campaign, not from the shape of its input (a tuple of tables, a mapping
+    proxy)."""
+
+    listed: tuple[str, ...] = ()
+    given: bool = False
+
+    def check(self, module: str) -> None:
+        """Nothing when `module` may be imported; else ValueError saying what the campaign or the
+        user must do."""
+        if module not in self.listed:
+            raise ValueError(f"a defense kind imports module '{module}', which runs its code: list it in [campaign] "
+                             f"imports = {[*self.listed, module]!r} and pass --allow-code")
+        if not self.given:
+            raise ValueError(f"this campaign imports code ({module}, [campaign] imports): read it, then pass "
+                             "--allow-code to run it")
+
+
+NO_CONSENT = Consent()
+"""No module may be imported: the default of every caller that was not given consent."""
+
+
+def resolve(kind: str, consent: Consent = NO_CONSENT) -> type[Defense]:
     """The defense class `kind` names (a registered name, `module:Class` or an entry point's
-    name), registered under its `name`; ValueError, one line, naming what is wrong."""
+    name), registered under its `name`; ValueError, one line, naming what is wrong. A module named
+    by path is imported only with `consent` (installed entry points and shipped defenses need none:
+    installing a package is the consent to its code)."""
     if kind in DEFENSES:
         return DEFENSES[kind]
     if ":" in kind:
+        consent.check(kind.partition(":")[0].strip())
         return _register(_checked(_load(kind), kind))
     entry = _entry_point(kind)
     if entry is None:

@@ -20,8 +20,10 @@
         [--claim-eps E [--claim-delta D]]                  … or vs a claim you state
     every command: [--threads N]                           torch's CPU threads (default 1; see privaudit.threads)
 
-Any `PrivauditError` (bad field, missing file, unknown name) and any bad option is printed on one
-line and exits with code 2; results already written stay on disk. The thread policy is set before
+Exit status: 0 done (the gate passed); 1 the privacy gate failed; 2 a `PrivauditError` (bad field,
+missing file, unknown name), a bad option, or what the machine refused (a full disk, a file-size
+limit, memory), printed on one line; 3 a bug of privaudit, with its traceback; 130 interrupted.
+Results already written stay on disk. The thread policy is set before
 torch is first imported (`privaudit.threads`), which is why every heavy import here is inside a
 command.
 """
@@ -35,6 +37,7 @@ import math
 import os
 import signal
 import sys
+import traceback
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -249,7 +252,8 @@ def _claims(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from privaudit.store import output_file, write_atomic
+    from privaudit.files import write_inside
+    from privaudit.store import output_file
     from reports.html import render_report
 
     fail_on = _fail_on(args)
@@ -265,7 +269,7 @@ def _report(args: argparse.Namespace) -> int:
         if args.format == "json":
             text = json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False)
             if output is not None:
-                write_atomic(output, (text + "\n").encode("utf-8"))
+                write_inside(output.parent, output.name, (text + "\n").encode("utf-8"), "the report")
             else:
                 print(text)
             _say_skipped(args.results_dir)
@@ -462,6 +466,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         # and point stdout at /dev/null so that Python's flush at exit does not raise again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    except (OSError, MemoryError) as error:
+        # the machine refused (a full disk, a file-size limit, memory): the environment's failure,
+        # not the input's nor a bug; one line, and never the gate's status 1
+        print(f"privaudit: error: {printable(_environment_error(error))}; finished cells are kept", file=sys.stderr)
+        return 2
+    except Exception:  # noqa: BLE001 - a bug: its traceback, and a status no gate reads as a verdict
+        traceback.print_exc()
+        print(f"privaudit: internal error (a bug of privaudit {__version__}: the traceback above says where); "
+              "finished cells are kept", file=sys.stderr)
+        return INTERNAL_ERROR
+
+
+INTERNAL_ERROR = 3
+"""The exit status of a bug: not 1, which `--fail-on` gives a gated verdict, so that a crash is
+never read as a verdict (nor, by `|| true` on status 1 only, as a passing build)."""
+
+
+def _environment_error(error: BaseException) -> str:
+    """An OSError or MemoryError as one line: what failed and on which file."""
+    if isinstance(error, MemoryError):
+        return "out of memory"
+    where = f" ({error.filename})" if getattr(error, "filename", None) else ""
+    return f"{error.strerror or error}{where}"
 
 
 if __name__ == "__main__":

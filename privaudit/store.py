@@ -24,14 +24,15 @@ import json
 import math
 import os
 import stat
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from privaudit import rows
 from privaudit.errors import PrivauditError
-from privaudit.files import CAMPAIGN_BYTES, read_regular
+from privaudit.files import CAMPAIGN_BYTES, linked_paths, read_inside, read_regular, write_inside
 
 RESULTS_FILE = "results.jsonl"
 RESULTS_BYTES = 2**30
@@ -101,37 +102,52 @@ class ResultsStore:
         return self.read().rows
 
     def append(self, row: dict[str, Any]) -> None:
-        """Append `row`, checked against the row schema and stamped with its version (`rows.checked`)."""
+        """Append `row`, checked against the row schema and stamped with its version (`rows.checked`).
+        The line is written with one `write` (O_APPEND) and flushed; a write that fails (a full disk,
+        a file-size limit) is a one-line PrivauditError, and the torn line it may leave is skipped by
+        `read` and set apart by the next append."""
         line = encode(rows.checked(row)) + "\n"
-        self.directory.mkdir(parents=True, exist_ok=True)
-        if self._torn():
-            line = "\n" + line
+        self._make_directory()
         try:
-            handle = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+            handle = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as error:
             raise PrivauditError(f"cannot append to {self.path} ({error.strerror}): it must be a regular file, not "
                                  "a link") from None
         try:
-            if not stat.S_ISREG(os.fstat(handle).st_mode):
+            info = os.fstat(handle)
+            if not stat.S_ISREG(info.st_mode):
                 raise PrivauditError(f"cannot append to {self.path}: not a regular file")
+            if info.st_size and os.pread(handle, 1, info.st_size - 1) != b"\n":
+                line = "\n" + line
             data = line.encode("utf-8")
             while data:
                 data = data[os.write(handle, data):]
             os.fsync(handle)
+        except OSError as error:
+            raise PrivauditError(f"cannot append to {self.path} ({error.strerror or error}); the rows written "
+                                 "before are kept and a re-run resumes") from None
         finally:
             os.close(handle)
 
-    def _torn(self) -> bool:
-        """Whether the file ends inside a line (a write was interrupted)."""
+    def _make_directory(self) -> None:
+        """Make the results folder (and its parents) when missing; PrivauditError when it cannot
+        be (a name too long, a file in the way, no permission)."""
         try:
-            info = os.lstat(self.path)
-        except FileNotFoundError:
-            return False
-        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
-            return False
-        with open(self.path, "rb") as handle:
-            handle.seek(-1, os.SEEK_END)
-            return handle.read(1) != b"\n"
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise PrivauditError(f"cannot make results folder {self.directory} ({error.strerror or error})") from None
+
+    def refuse_links(self) -> None:
+        """PrivauditError when the folder holds a symbolic link anywhere below it: the suite never
+        makes one, and a run or a report writing through one (an `artifacts` link, a link at a
+        cell's folder or at a file the run replaces) would write outside the folder. Checked
+        before any work, so a planted link costs no computation; every write refuses links on its
+        own too (`privaudit.files`)."""
+        links = linked_paths(self.directory)
+        if links:
+            more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
+            raise PrivauditError(f"results folder {self.directory} holds a symbolic link, {links[0]}{more}: a results "
+                                 "folder holds none (a run would write through it); remove it")
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -157,8 +173,8 @@ class ResultsStore:
             os.close(handle)
 
     def _directory_handle(self) -> int:
+        self._make_directory()
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
             return os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY)
         except OSError as error:
             raise PrivauditError(f"cannot write in results folder {self.directory}: {error.strerror}") from None
@@ -192,63 +208,88 @@ class ResultsStore:
             return ""
 
     def write_artifact(self, cell: str, name: str, data: bytes) -> str:
-        """Write `artifacts/<cell>/<name>` atomically (a temporary file, then a rename) and return
-        its path relative to the results directory, as rows record it."""
-        relative = Path(ARTIFACTS_DIR) / cell / name
-        target = self.directory / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(target, data)
+        """Write `artifacts/<cell>/<name>` atomically, never through a link (`files.write_inside`),
+        and return its path relative to the results directory, as rows record it."""
+        relative = PurePosixPath(ARTIFACTS_DIR, cell, name)
+        write_inside(self.directory, relative, data, "artifact")
         return relative.as_posix()
 
     def write_campaign(self, text: str) -> str | None:
         """Keep the campaign beside its results, so the report can be re-rendered from here. A
         different campaign already kept (an edited one run into the same folder, whose rows stay)
-        is not replaced silently: it is kept as `campaign.N.toml`, whose name is returned."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        target = self.directory / CAMPAIGN_FILE
+        is not replaced silently: it is kept as `campaign.N.toml`, whose name is returned. Two texts
+        of one campaign (the file, and the same campaign written from Python; other comments) are
+        the same campaign: nothing is kept twice, and a version already kept is not kept again."""
+        self._make_directory()
+        earlier = self._kept(CAMPAIGN_FILE)
+        if earlier is not None and same_campaign(earlier, text.encode("utf-8")):
+            return None
         kept = None
-        try:
-            earlier = read_regular(target, CAMPAIGN_BYTES, "kept campaign", follow=False)
-        except FileNotFoundError:
-            earlier = None
-        if earlier is not None and earlier != text.encode():
+        if earlier is not None:
             number = 1
-            while (self.directory / f"campaign.{number}.toml").exists():
+            while (older := self._kept(f"campaign.{number}.toml")) is not None and not same_campaign(older, earlier):
                 number += 1
-            kept = f"campaign.{number}.toml"
-            write_atomic(self.directory / kept, earlier)
-        write_atomic(target, text.encode())
+            if older is None:
+                kept = f"campaign.{number}.toml"
+                write_inside(self.directory, kept, earlier, "kept campaign")
+        write_inside(self.directory, CAMPAIGN_FILE, text.encode("utf-8"), "kept campaign")
         return kept
 
+    def _kept(self, name: str) -> bytes | None:
+        """A kept campaign file's bytes, or None when there is none."""
+        try:
+            return read_inside(self.directory, name, CAMPAIGN_BYTES, "kept campaign")
+        except FileNotFoundError:
+            return None
 
-def write_atomic(target: Path, data: bytes) -> None:
-    """Write `target` atomically: a temporary file named by this process (so two processes writing
-    into one directory never share one), then a rename. A reader sees the old file or the new
-    one, never half of one."""
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+
+def same_campaign(first: bytes, second: bytes) -> bool:
+    """Whether two kept campaign texts say the same: equal bytes, or TOML that parses to equal
+    documents (comments and layout aside)."""
+    if first == second:
+        return True
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+        return tomllib.loads(first.decode("utf-8")) == tomllib.loads(second.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError, ValueError):
+        return False
+
+
+STORED_FILES = {RESULTS_FILE: "the folder's rows", CAMPAIGN_FILE: "the folder's campaign", LOCK_FILE: "the folder's lock",
+                "verdicts.json": "the privacy gate's verdicts", "verdicts.junit.xml": "the privacy gate's verdicts"}
+"""The files of a results folder that a report written over them would destroy (with any
+`campaign.N.toml` and anything under `artifacts/`)."""
 
 
 def output_file(results_dir: str | Path, output: str | Path) -> Path:
     """`output` checked as the file a command writes from a results folder (`privaudit report -o`):
-    PrivauditError when it is a folder, or one of the folder's own stored files (its rows, its
-    campaign, its lock, an artifact), which writing it would replace."""
+    PrivauditError when it is a folder, or a stored file of a results folder — this one's or any
+    other's (its rows, its campaign, its lock, its gate verdicts, an artifact) — which writing it
+    would replace. Whether what is there is a regular file is the writer's check."""
     target = Path(output)
     if target.is_dir():
         raise PrivauditError(f"{output} is a folder: -o names the file to write")
-    base, resolved = Path(results_dir).resolve(), target.resolve()
-    stored = {base / RESULTS_FILE: "the folder's rows", base / CAMPAIGN_FILE: "the folder's campaign",
-              base / LOCK_FILE: "the folder's lock"}
-    what = stored.get(resolved) or ("one of the folder's artifacts" if base / ARTIFACTS_DIR in resolved.parents
-                                    else None)
-    if what is not None:
-        raise PrivauditError(f"{output} is {what}: writing the report there would replace it; name another file")
+    resolved = target.parent.resolve() / target.name
+    folders = [Path(results_dir).resolve(), *(folder for folder in resolved.parents
+                                              if (folder / RESULTS_FILE).exists())]
+    for folder in folders:
+        what = _stored(folder, resolved)
+        if what is not None:
+            raise PrivauditError(f"{output} is {what}: writing the report there would replace it; name another file")
     return target
+
+
+def _stored(folder: Path, target: Path) -> str | None:
+    """What `target` is to the results folder `folder` (`STORED_FILES`, a kept campaign, an
+    artifact), or None."""
+    if folder / ARTIFACTS_DIR in target.parents:
+        return "one of a results folder's artifacts"
+    if target.parent != folder:
+        return None
+    if target.name in STORED_FILES:
+        return STORED_FILES[target.name]
+    if target.name.startswith("campaign.") and target.name.endswith(".toml"):
+        return "a campaign kept in a results folder"
+    return None
 
 
 def encode(row: dict[str, Any]) -> str:

@@ -5,13 +5,13 @@ its row stores (`privaudit.leak`)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from reports.inversion import _artifact, leak_words, row_type
+from reports.artifacts import Images
+from reports.inversion import leak_words, row_type
 
 
-def _entry(row: dict[str, Any], results_dir: Path) -> dict[str, Any]:
+def _entry(row: dict[str, Any], images: Images) -> dict[str, Any]:
     agents = []
     for agent in row.get("agents", []):
         metrics, floor = agent.get("metrics") or {}, agent.get("baseline") or {}
@@ -23,7 +23,7 @@ def _entry(row: dict[str, Any], results_dir: Path) -> dict[str, Any]:
             "relative_error": agent.get("relative_error"), "psnr": metrics.get("psnr"),
             "floor": floor.get("psnr"), "ssim": metrics.get("ssim"), "status": agent.get("status", ""),
             "leak": leak_words(agent) or "—",
-            "image": _artifact(results_dir, reconstruction, "reconstruction") if reconstruction else None,
+            "image": images.embed(reconstruction, "reconstruction") if reconstruction else None,
         })
     graph = (row.get("artifacts") or {}).get("graph")
     return {
@@ -34,7 +34,7 @@ def _entry(row: dict[str, Any], results_dir: Path) -> dict[str, Any]:
         "exposed": row.get("exposed", 0), "exact": row.get("exact", 0), "outside": len(agents),
         "fitted": sum(a.get("exposure") == "fitted" for a in row.get("agents", [])),
         "record_fit": _record_fit(row.get("record_fit")),
-        "graph": _artifact(results_dir, graph, "exposure figure") if graph else None, "agents": agents,
+        "graph": images.embed(graph, "exposure figure") if graph else None, "agents": agents,
     }
 
 
@@ -48,6 +48,6 @@ def _record_fit(fit: dict[str, Any] | None) -> str:
             f"{fit['peel_residual']:.2g}) after {fit['steps']} Gauss–Newton steps, {fit.get('wall_s', 0):.0f} s")
 
 
-def coalition_section(rows: list[dict[str, Any]], results_dir: Path) -> list[dict[str, Any]]:
+def coalition_section(rows: list[dict[str, Any]], images: Images) -> list[dict[str, Any]]:
     """One entry per coalition row, in the order they finished."""
-    return [_entry(row, results_dir) for row in rows if row_type(row) == "coalition"]
+    return [_entry(row, images) for row in rows if row_type(row) == "coalition"]

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from privaudit.errors import UsageError, printable
-from privaudit.store import json_safe, write_atomic
+from privaudit.files import write_inside
+from privaudit.store import json_safe
 from reports.verdicts import MEANINGS
 
 JSON_FILE = "verdicts.json"
@@ -26,8 +27,16 @@ JUNIT_FILE = "verdicts.junit.xml"
 
 def statuses(values: list[str]) -> list[str]:
     """The statuses `--fail-on` names (repeatable, or comma-separated); a UsageError naming an
-    unknown one and the choices."""
-    chosen = [value.strip() for text in values for value in text.split(",") if value.strip()]
+    unknown one and the choices. The gate fails closed: an empty or blank value, or an empty item
+    of a list (`--fail-on "$GATE"` with GATE unset, `"refuted,$MORE"`), is an error, never a gate
+    that passes every build."""
+    pieces = [value.strip() for text in values for value in text.split(",")]
+    if any(not piece for piece in pieces):
+        given = next(text for text in values if any(not value.strip() for value in text.split(",")))
+        raise UsageError(f"--fail-on: {'empty' if not given.strip() else 'an empty item in'} value {given!r}: name "
+                         f"the verdicts that fail the gate ({', '.join(MEANINGS)}); an unset variable there would "
+                         "turn the gate off")
+    chosen = pieces
     unknown = [value for value in chosen if value not in MEANINGS]
     if unknown:
         raise UsageError(f"--fail-on: unknown verdict '{unknown[0]}' (choose from {', '.join(MEANINGS)})")
@@ -82,10 +91,8 @@ def junit(found: dict[str, Any], fail_on: list[str]) -> str:
 
 
 def write_gate_files(results_dir: str | Path, found: dict[str, Any], fail_on: list[str]) -> tuple[Path, Path]:
-    """Write `verdicts.json` and `verdicts.junit.xml` into the results folder (atomically)."""
-    folder = Path(results_dir)
-    paths = folder / JSON_FILE, folder / JUNIT_FILE
-    write_atomic(paths[0], (json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False) + "\n")
-                 .encode("utf-8"))
-    write_atomic(paths[1], junit(found, fail_on).encode("utf-8"))
-    return paths
+    """Write `verdicts.json` and `verdicts.junit.xml` into the results folder (atomically, never
+    through a link: `privaudit.files.write_inside`)."""
+    text = json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return (write_inside(results_dir, JSON_FILE, text.encode("utf-8"), "gate verdicts"),
+            write_inside(results_dir, JUNIT_FILE, junit(found, fail_on).encode("utf-8"), "gate verdicts"))

@@ -30,8 +30,9 @@ from typing import Any
 from jinja2 import Environment, PackageLoader
 
 from privaudit.errors import PrivauditError
-from privaudit.files import CAMPAIGN_BYTES, read_regular
-from privaudit.store import CAMPAIGN_FILE, ResultsStore, write_atomic
+from privaudit.files import CAMPAIGN_BYTES, read_inside, write_inside
+from privaudit.store import CAMPAIGN_FILE, ResultsStore
+from reports.artifacts import Images
 from reports.audits import audit_section
 from reports.coalition import coalition_section
 from reports.figures import TRAINING_METRICS, epsilon_overview, training_curves
@@ -187,7 +188,7 @@ def _campaign(path: Path) -> dict[str, str]:
     """The kept campaign file's text, name and description (read as TOML, not validated: the
     report shows what was run, whatever the current schema says)."""
     try:
-        text = read_regular(path, CAMPAIGN_BYTES, "kept campaign", follow=False).decode("utf-8", errors="replace")
+        text = read_inside(path.parent, path.name, CAMPAIGN_BYTES, "kept campaign").decode("utf-8", errors="replace")
     except FileNotFoundError:
         return {"text": "(campaign file not kept)", "name": "", "description": ""}
     except PrivauditError as error:
@@ -215,7 +216,8 @@ def _contents(sections: dict[str, Any]) -> list[tuple[str, str]]:
 
 def render_report(results_dir: str | Path, output: str | Path | None = None) -> Path:
     """Write the report of `results_dir` to `output` (default: `results_dir/report.html`),
-    atomically: a browser or a second render never sees half a page. Lines of the results that
+    atomically and never through a link (`privaudit.files.write_inside`): a browser or a second
+    render never sees half a page. Lines of the results that
     cannot be read are named at the top of the page."""
     results_dir = Path(results_dir)
     reading = ResultsStore(results_dir).read()
@@ -230,7 +232,8 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
     environment.filters["verbatim"] = verbatim
     runs = runs_of(training)
     verdicts = verdict_section(rows, runs)
-    sections = {"inversion": inversion_section(rows, results_dir), "coalition": coalition_section(rows, results_dir),
+    images = Images(results_dir)
+    sections = {"inversion": inversion_section(rows, images), "coalition": coalition_section(rows, images),
                 "membership": membership_section(rows), "audits": audit_section(rows),
                 "position": position_section(rows),
                 "privacy_utility": privacy_utility_section(rows)}
@@ -240,7 +243,7 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         skipped=skipped,
         verdicts=verdicts,
         glance={"figure": epsilon_overview(verdicts["entries"]) if verdicts["entries"] else None,
-                "thumbnails": best_reconstructions(rows, results_dir)},
+                "thumbnails": best_reconstructions(rows, images)},
         contents=_contents(sections),
         summary=_summary(training),
         provenance=_provenance(rows),
@@ -255,6 +258,4 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
     target = Path(output) if output is not None else results_dir / REPORT_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(target, html.encode("utf-8"))
-    return target
+    return write_inside(target.parent, target.name, html.encode("utf-8"), "the report")

@@ -7,13 +7,12 @@ MSE-over-iterations traces.
 
 from __future__ import annotations
 
-import base64
 import json
 import math
-from pathlib import Path
 from statistics import mean, median, pstdev
 from typing import Any
 
+from reports.artifacts import Images
 from reports.figures import inversion_traces
 
 
@@ -26,7 +25,6 @@ def row_type(row: dict[str, Any]) -> str:
 # heading, format. Lower MSE / LPIPS and higher PSNR / SSIM: closer to the original.
 INVERSION_METRICS = (("mse", "MSE", ".3g"), ("psnr", "PSNR (dB)", ".2f"), ("ssim", "SSIM", ".3f"),
                      ("lpips", "LPIPS", ".3f"))
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def failed(row: dict[str, Any]) -> bool:
@@ -172,30 +170,12 @@ def _attack_names(rows: list[dict[str, Any]]) -> dict[str, str]:
                           if base[row["cell"]] in clashing else base[row["cell"]]) for row in rows}
 
 
-def _artifact(results_dir: Path, relative: str | None, what: str) -> dict[str, str]:
-    """An artifact PNG as a data URI, or a note saying why it cannot be shown. Only PNG files
-    inside the results directory are read: a row cannot pull any other file into the page."""
-    if not relative:
-        return {"note": f"no {what} stored"}
-    root = results_dir.resolve()
-    path = (results_dir / relative).resolve()
-    if not path.is_relative_to(root):
-        return {"note": f"image missing: {relative} (outside the results directory)"}
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return {"note": f"image missing: {relative}"}
-    if not data.startswith(_PNG_SIGNATURE):
-        return {"note": f"image unreadable: {relative} (not a PNG file)"}
-    return {"uri": "data:image/png;base64," + base64.b64encode(data).decode("ascii")}
-
-
 class _Inversions:
     """The inversion rows of a results directory, grouped by (attack name, setting, round)."""
 
-    def __init__(self, rows: list[dict[str, Any]], results_dir: Path) -> None:
+    def __init__(self, rows: list[dict[str, Any]], images: Images | None = None) -> None:
         self.rows = rows
-        self.results_dir = results_dir
+        self.images = images
         self.name = _attack_names(rows)
         self.settings: dict[str, dict[str, Any]] = {}
         self.cells: dict[tuple[str, str, Any], list[dict[str, Any]]] = {}
@@ -335,8 +315,8 @@ class _Inversions:
         psnr = _value(row, "psnr")
         return {
             "seed": row.get("seed"),
-            "original": _artifact(self.results_dir, artifacts.get("original"), "original"),
-            "reconstruction": _artifact(self.results_dir, artifacts.get("reconstruction"), "reconstruction"),
+            "original": self.images.embed(artifacts.get("original"), "original"),
+            "reconstruction": self.images.embed(artifacts.get("reconstruction"), "reconstruction"),
             "psnr": "—" if psnr is None else _db(psnr),
             "status": row.get("status", ""),
         }
@@ -367,12 +347,12 @@ class _Inversions:
         return figures
 
 
-def inversion_section(rows: list[dict[str, Any]], results_dir: Path) -> dict[str, Any] | None:
+def inversion_section(rows: list[dict[str, Any]], images: Images) -> dict[str, Any] | None:
     """Everything the "Reconstruction attacks" section shows, or None without inversion rows."""
     attacked = [row for row in rows if row_type(row) == "inversion"]
     if not attacked:
         return None
-    found = _Inversions(attacked, results_dir)
+    found = _Inversions(attacked, images)
     return {
         "lead": found.lead() + found.warnings(), "attacks": found.attacks(), "tables": found.tables(),
         "failures": found.failures(), "grids": found.grids(), "lpips_notes": found.lpips_notes(),
@@ -390,10 +370,10 @@ def strongest_reconstructions(rows: list[dict[str, Any]]) -> dict[str, str]:
         group = group_of.get(str(row.get("training")))
         if row_type(row) == "inversion" and group is not None:
             by_run.setdefault(group, []).append(row)
-    return {group: _Inversions(attacked, Path(".")).headline() for group, attacked in by_run.items()}
+    return {group: _Inversions(attacked).headline() for group, attacked in by_run.items()}
 
 
-def best_reconstructions(rows: list[dict[str, Any]], results_dir: Path) -> dict[str, dict[str, Any]]:
+def best_reconstructions(rows: list[dict[str, Any]], images: Images) -> dict[str, dict[str, Any]]:
     """Per attacked defense run (the training rows' `group`), its best reconstruction: the attempt
     with the highest PSNR over every attack, setting, round and seed, as the original and the
     reconstruction images with its PSNR, attack name, round and leak decision — the thumbnail
@@ -410,8 +390,8 @@ def best_reconstructions(rows: list[dict[str, Any]], results_dir: Path) -> dict[
     found = {}
     for group, row in best.items():
         artifacts = row.get("artifacts") or {}
-        found[group] = {"original": _artifact(results_dir, artifacts.get("original"), "original"),
-                        "reconstruction": _artifact(results_dir, artifacts.get("reconstruction"), "reconstruction"),
+        found[group] = {"original": images.embed(artifacts.get("original"), "original"),
+                        "reconstruction": images.embed(artifacts.get("reconstruction"), "reconstruction"),
                         "psnr": _db(_value(row, "psnr")), "attack": names[row["cell"]], "round": row.get("round"),
                         "leak": leak_words(row) or ""}
     return found

@@ -11,6 +11,7 @@ import torch
 from privaudit.data import load_dataset
 from privaudit.leak import CONFIDENCE, FLOOR_DRAWS, decide, noise_floor
 from privaudit.metrics import score_reconstruction
+from reports.artifacts import Images
 from reports.inversion import inversion_section, leak_verdict
 
 VICTIM = torch.tensor([10])
@@ -121,7 +122,7 @@ def test_the_report_words_the_stored_decision_and_renders_rows_without_one(digit
     rows = [_row("a0", 0, exact), _row("a1", 1, exact),
             _row("b0", 0, grey, psnr=14.0, ssim=0.18, floor=13.0, table="Grey"),
             _row("c0", 0, None, psnr=14.0, ssim=0.18, floor=13.0, table="Old")]
-    lead = inversion_section(rows, tmp_path)["lead"]
+    lead = inversion_section(rows, Images(tmp_path))["lead"]
     assert lead[0] == ("ND · iDLG: median PSNR 30.0 dB, SSIM 0.90 (default, round 0, 2 seeds), leak at 99 % "
                        "confidence in 2 of 2 seeds (the batch's mean or its best image beat every one of 199 "
                        "batches of unrelated training images on both PSNR and SSIM).")
@@ -132,7 +133,7 @@ def test_the_report_words_the_stored_decision_and_renders_rows_without_one(digit
                        "noise floor (13.0 dB) by the old comparison of the median PSNR with the floor's mean, which "
                        "states no confidence (rows written before the leak test).")
     assert all("private" not in line for line in lead)
-    table = inversion_section(rows, tmp_path)["tables"][0]["blocks"][-1]
+    table = inversion_section(rows, Images(tmp_path))["tables"][0]["blocks"][-1]
     assert table["title"] == "seeds judged leaking"
     assert [line["cells"][0]["text"] for line in table["lines"]] == ["2 of 2 (99 %)", "0 of 1 (99 %)", "—"]
 

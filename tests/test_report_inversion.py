@@ -162,7 +162,7 @@ def test_campaign_strings_are_escaped_and_artifacts_stay_inside_the_results(tmp_
     html = without_notation(_write(tmp_path, [row]).read_text())
     assert "<script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt; · &lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "image missing: ../secret.png (outside the results directory)" in html
+    assert "image not shown: original ../secret.png: not a path inside its folder" in html
     assert base64.b64encode(b"\x89PNG\r\n\x1a\nSECRET").decode() not in html
 
 

@@ -20,10 +20,13 @@ so `allow_code=True` is the same consent as the CLI's `--allow-code`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from privaudit.campaign.config import Campaign, load_campaign as _load_file, parse_campaign
 from privaudit.campaign.executors import make_executor
@@ -77,13 +80,17 @@ class Results:
                 if verdict.status in statuses or set(verdict.findings) & set(statuses)]
 
 
-def load_campaign(source: str | Path | dict[str, Any], *, allow_code: bool = False) -> Campaign:
-    """A validated campaign from a TOML file or from the dict such a file parses to; ConfigError
-    (one line) on the first bad field. `allow_code`: the consent to import the modules the campaign
-    lists in `[campaign] imports`."""
+def load_campaign(source: str | Path | Mapping[str, Any], *, allow_code: bool = False) -> Campaign:
+    """A validated campaign from a TOML file or from the dict such a file parses to (copied as
+    plain data first: `privaudit.campaign.source.plain`); ConfigError (one line) on the first bad
+    field. `allow_code`: the consent to import the modules the campaign lists in
+    `[campaign] imports`."""
     try:
-        if isinstance(source, dict):
+        if isinstance(source, Mapping):
             return parse_campaign(source, allow_code=allow_code)
+        if not isinstance(source, (str, Path)):
+            raise ConfigError(f"load_campaign takes a campaign file's path or a campaign dict, got a "
+                              f"{type(source).__name__}")
         return _load_file(source, allow_code=allow_code)
     except ConfigError as error:
         raise ConfigError(_in_python(str(error))) from None
@@ -95,24 +102,35 @@ def _in_python(message: str) -> str:
     return message.replace("--allow-code", "allow_code=True")
 
 
-def run(campaign: Campaign | str | Path, out: str | Path, *, allow_code: bool = False, force: bool = False,
-        workers: int = 1, progress: bool = False, threads: int | None = None) -> Results:
+def run(campaign: Campaign | str | Path, out: str | Path | None = None, *, allow_code: bool = False,
+        force: bool = False, workers: int = 1, progress: bool = False, threads: int | None = None) -> Results:
     """Run every cell of `campaign` (a campaign file, or one from `load_campaign`) not yet in
     `out` (all with `force`) on `workers` local processes, render the report, and return the
-    results read back. A campaign file's text is kept beside the rows, as the CLI keeps it.
-    `threads`: torch's threads while it runs, as the CLI's `--threads` (default one, or
-    OMP_NUM_THREADS; `privaudit.threads`), the caller's own count restored after."""
+    results read back. `out` defaults to `results/<campaign name>`, as the command line's (an
+    empty string too). The campaign's text is kept beside the rows, as the CLI keeps it: the file's
+    own, or the TOML of a campaign given as a dict (`Campaign.text`). `threads`: torch's threads
+    while it runs, as the CLI's `--threads` (default one, or OMP_NUM_THREADS; `privaudit.threads`),
+    the caller's own count restored after."""
+    _whole("workers", workers, 1)
+    if threads is not None:
+        _whole("threads", threads, 0)
     if isinstance(campaign, (str, Path)):
-        text = Path(campaign).read_text(encoding="utf-8")
         campaign = load_campaign(campaign, allow_code=allow_code)
-    elif isinstance(campaign, Campaign):
-        text = "# a campaign built in Python (privaudit.campaign.api): no campaign file\n"
-    else:
+    elif not isinstance(campaign, Campaign):
         raise ConfigError("run takes a campaign file or a campaign from privaudit.load_campaign")
+    if out is not None and not isinstance(out, (str, Path)):
+        raise ConfigError(f"out: a folder's path, got a {type(out).__name__}")
+    folder = Path(out) if out else Path("results") / campaign.campaign.name
     with limited(threads):
-        run_campaign(campaign, text, out, force=force, progress=progress, executor=make_executor("local", workers),
-                     say=print if progress else _silent)
-    return results(out)
+        run_campaign(campaign, campaign.text, folder, force=force, progress=progress,
+                     executor=make_executor("local", workers), say=print if progress else _silent)
+    return results(folder)
+
+
+def _whole(name: str, value: Any, least: int) -> None:
+    """ConfigError unless `value` is a whole number (not a bool) of at least `least`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"{name}: expected a whole number >= {least}, got {value!r}")
 
 
 def results(directory: str | Path) -> Results:
@@ -123,19 +141,48 @@ def results(directory: str | Path) -> Results:
                    tuple(Verdict.of(record) for record in found["verdicts"]))
 
 
+class _AuditOptions(BaseModel):
+    """The options of `audit`, as strict as the command line's: whole numbers are whole, numbers
+    are not text or booleans."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    adjacency: str = "l1"
+    dim: int = Field(1, ge=1)
+    releases: int = Field(1, ge=1)
+    samples: int | None = Field(None, ge=100)
+    confidence: float = Field(0.95, gt=0, lt=1)
+    delta: float = Field(1e-5, ge=0, lt=1)
+    seed: int = Field(0, ge=0)
+
+
 def audit(mechanism: str, params: dict[str, Any] | None = None, *, claim: Iterable[float] | None = None,
           **options: Any) -> Any:
     """The black-box audit of `mechanism` (`privaudit audit`): with `claim = (ε, δ)`, of the claim
     you state rather than the mechanism's own formula. Options as the command's (adjacency, dim,
-    releases, samples, confidence, delta, seed). Returns the audit's report; `.as_dict()` is the
-    command's JSON."""
+    releases, samples, confidence, delta, seed); ConfigError (one line) naming a bad one. Returns
+    the audit's report; `.as_dict()` is the command's JSON."""
     from attacks.audit.mechanism_audit import audit as mechanism_audit
 
-    stated = tuple(claim) if claim is not None else None
-    if stated is not None and len(stated) != 2:
-        raise ConfigError("claim is (ε, δ)")
+    try:
+        checked = _AuditOptions.model_validate(options)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ConfigError(f"audit option {where}: {first['msg']} (got {first.get('input')!r})"[:300]) from None
+    stated = _stated(claim)
     return mechanism_audit(mechanism, params, claim_eps=None if stated is None else stated[0],
-                           claim_delta=None if stated is None else stated[1], **options)
+                           claim_delta=None if stated is None else stated[1], **checked.model_dump())
+
+
+def _stated(claim: Iterable[float] | None) -> tuple[float, float] | None:
+    """The claim (ε, δ) a caller states, as two finite numbers; ConfigError otherwise."""
+    if claim is None:
+        return None
+    stated = tuple(claim) if isinstance(claim, Iterable) and not isinstance(claim, (str, bytes)) else ()
+    if len(stated) != 2 or not all(isinstance(value, (int, float)) and not isinstance(value, bool)
+                                   and math.isfinite(value) for value in stated):
+        raise ConfigError(f"claim is (ε, δ): two finite numbers, got {claim!r}"[:200])
+    return float(stated[0]), float(stated[1])
 
 
 def _silent(_: str) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
-                      TypeAdapter, ValidationError, field_validator, model_serializer, model_validator)
+                      TypeAdapter, ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
 
 from attacks.audit.canaries import CANARY_KINDS
 from attacks.audit.mechanism_audit import check_size
@@ -36,7 +36,8 @@ from attacks.membership.scores import RMIA_SCORES
 from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
 from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams
-from defenses.external import origin, resolve
+from defenses.external import NO_CONSENT, Consent, origin, resolve
+from privaudit.campaign.source import plain, toml_text
 from privaudit.data import DATASETS, PARTITIONS
 from privaudit.errors import ConfigError, PrivauditError
 from privaudit.files import CAMPAIGN_BYTES, read_regular
@@ -159,8 +160,10 @@ class DataConfig(BaseModel):
 
 
 
-def _defense_name(kind: str) -> str:
-    return resolve(kind).name
+def _defense_name(kind: str, info: ValidationInfo) -> str:
+    """The defense's registered name; a module named by path is imported only with the consent the
+    validation was given (`parse_campaign`'s context)."""
+    return resolve(kind, (info.context or {}).get("consent", NO_CONSENT)).name
 
 
 class RunConfig(BaseModel):
@@ -236,8 +239,9 @@ class RunConfig(BaseModel):
 
     def defense(self) -> type[Defense]:
         """The defense class, imported from where the table found it when this process has not
-        registered it (ValueError when it cannot be)."""
-        return DEFENSES.get(self.kind) or resolve(self._origin)
+        registered it (a worker process; the table was validated with the consent to import it),
+        ValueError when it cannot be."""
+        return DEFENSES.get(self.kind) or resolve(self._origin, Consent((self._origin.partition(":")[0],), True))
 
     def params(self) -> DefenseParams:
         """The defense's hyperparameters, validated by its own `Params` model."""
@@ -590,6 +594,13 @@ class Campaign(BaseModel):
     attack: list[AttackConfig] = Field(default_factory=list)
     membership: list[MembershipConfig] = Field(default_factory=list)
     audit: list[AuditConfig] = Field(default_factory=list)
+    _text: str = PrivateAttr("")
+
+    @property
+    def text(self) -> str:
+        """The campaign file's text, or, for a campaign given as a dict, the TOML it is equivalent
+        to (`privaudit.campaign.source.toml_text`): what a results folder keeps as campaign.toml."""
+        return self._text
 
     def data_for(self, index: int) -> DataConfig:
         """The data of defense table `index`: the campaign's [data], or the table's own `data` — a
@@ -750,32 +761,18 @@ def _shown(value: Any) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
 
 
-def _non_finite(value: Any, loc: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], float] | None:
-    """The path and value of the first inf or nan in a parsed document, or None. TOML has both
-    literals; no campaign field means anything by them, and a diverging or never-ending run is
-    what they would give, so they are refused everywhere, untyped tables included."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else (loc, value)
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        found = _non_finite(item, loc + (key,))
-        if found:
-            return found
-    return None
-
-
-def parse_campaign(raw: dict[str, Any], source: str = "campaign", *, allow_code: bool = False) -> Campaign:
-    """Validate a parsed TOML document; ConfigError with one line on the first bad field. Its
+def parse_campaign(raw: dict[str, Any], source: str = "campaign", *, allow_code: bool = False,
+                   text: str | None = None) -> Campaign:
+    """Validate a parsed TOML document, or a dict given from Python, once copied as plain data
+    (`privaudit.campaign.source.plain`); ConfigError with one line on the first bad field. `text`
+    is the file's text, kept with the campaign (`Campaign.text`; default: the TOML of `raw`). Its
     size is checked against the limits (`privaudit.limits`) before any table is expanded. A
     defense imported by path runs its module's code, so it is imported only when the campaign
-    lists that module in `[campaign] imports` and `allow_code` says the user agreed
-    (`imported_modules`)."""
-    found = _non_finite(raw)
-    if found:
-        raise ConfigError(f"{source}: {_path(found[0])}: must be a finite number, got {found[1]}")
-    imported_modules(raw, source, allow_code)
+    lists that module in `[campaign] imports` and `allow_code` says the user agreed: the consent
+    goes with the validation to the one place a module is imported (`defenses.external.resolve`)."""
+    raw = plain(raw, source)
     try:
-        campaign = Campaign.model_validate(raw)
+        campaign = Campaign.model_validate(raw, context={"consent": _consent(raw, allow_code)})
     except ValidationError as error:
         raise ConfigError(f"{source}: {_one_line(error)}") from None
     seeds = len(campaign.campaign.seeds)
@@ -836,7 +833,12 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign", *, allow_code:
     too_many = exceeded("cells", campaign.cell_count())
     if too_many:
         raise ConfigError(f"{source}: the campaign's cells: {too_many}")
+    campaign._text = text if text is not None else toml_text(raw, KEPT_HEADER)
     return campaign
+
+
+KEPT_HEADER = ("A campaign given to privaudit from Python, kept as the campaign file it is equivalent to\n"
+               "(privaudit run of this file runs the same cells).")
 
 
 def _read_text(path: Path) -> str:
@@ -863,30 +865,18 @@ def _parse_text(text: str, source: str, allow_code: bool = False) -> Campaign:
         raise ConfigError(f"{source}: invalid TOML: {error}") from None
     except RecursionError:
         raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
-    return parse_campaign(raw, source=source, allow_code=allow_code)
+    return parse_campaign(raw, source=source, allow_code=allow_code, text=text)
 
 
-def imported_modules(raw: dict[str, Any], source: str, allow_code: bool) -> list[str]:
-    """The modules `raw`'s defense tables import (kind = "module:Class"; a grid cannot vary it);
-    a ConfigError unless each is listed in `[campaign] imports` and `allow_code` is set. A defense
-    from an installed entry point or shipped with privaudit needs neither: installing a package is
-    the consent to its code."""
-    tables = raw.get("defense")
-    kinds = [table.get("kind") for table in (tables if isinstance(tables, list) else []) if isinstance(table, dict)]
-    modules = list(dict.fromkeys(kind.partition(":")[0].strip() for kind in kinds if isinstance(kind, str) and ":" in kind))
-    if not modules:
-        return []
-    info = raw.get("campaign")
-    listed = info.get("imports") if isinstance(info, dict) else None
-    listed = listed if isinstance(listed, list) else []
-    missing = [module for module in modules if module not in listed]
-    if missing:
-        raise ConfigError(f"{source}: a defense kind imports module '{missing[0]}', which runs its code: list it in "
-                          f"[campaign] imports = {[*listed, *missing]!r} and pass --allow-code")
-    if not allow_code:
-        raise ConfigError(f"{source}: this campaign imports code ({', '.join(modules)}, [campaign] imports): read it, "
-                          "then pass --allow-code to run it")
-    return modules
+def _consent(raw: dict[str, Any], allow_code: bool) -> Consent:
+    """The consent to import code that validating `raw` carries: the modules its validated
+    `[campaign]` table lists, and `allow_code`. An invalid `[campaign]` table grants nothing (its
+    own error is reported when the campaign is validated)."""
+    try:
+        info = CampaignInfo.model_validate(raw.get("campaign", {}))
+    except (ValidationError, AttributeError):
+        return NO_CONSENT
+    return Consent(tuple(info.imports), allow_code)
 
 
 def load_campaign(path: str | Path, *, allow_code: bool = False) -> Campaign:

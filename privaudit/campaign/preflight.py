@@ -82,7 +82,9 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     """Check `campaign` as `privaudit run --out out [--force]` would before training (ConfigError
     in one line on the first problem) and say what it would run."""
     out = Path(out)
-    finished = set() if force else {row["cell"] for row in ResultsStore(out).read().rows}
+    store = ResultsStore(out)
+    store.refuse_links()
+    finished = set() if force else {row["cell"] for row in store.read().rows}
     warnings: list[str] = []
     checked: dict[str, float] = {}
     started = time.perf_counter()

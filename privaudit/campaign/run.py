@@ -28,7 +28,8 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
     this process), appending each row to `out/results.jsonl` as it arrives.
 
     The results folder is locked for the whole run (`ResultsStore.lock`): a second run on it at
-    the same time is refused with a one-line error rather than computing every cell again. All
+    the same time is refused with a one-line error rather than computing every cell again, and a
+folder holding a symbolic link (planted: a run never makes one) before anything runs. All
     jobs are checked before the first runs; cells already in the results are skipped unless
     `force`, and lines of the results that cannot be read are named. The attack and membership
     cells of one training cell share its run: it is trained once with all their taps listening
@@ -40,6 +41,7 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
     executor = executor or InProcess()
     store = ResultsStore(out)
     with store.lock():
+        store.refuse_links()
         reading = store.read()
         if reading.skipped:
             say(f"warning: {reading.summary()}; their cells run again")
