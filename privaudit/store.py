@@ -40,6 +40,12 @@ RESULTS_BYTES = 2**30
 ARTIFACTS_DIR = "artifacts"
 CAMPAIGN_FILE = "campaign.toml"
 LOCK_FILE = ".lock"
+REPORT_FILE = "report.html"
+VERDICTS_FILE = "verdicts.json"
+JUNIT_FILE = "verdicts.junit.xml"
+WRITTEN_FILES = (RESULTS_FILE, CAMPAIGN_FILE, LOCK_FILE, REPORT_FILE, VERDICTS_FILE, JUNIT_FILE)
+"""The files a run writes at the top of its results folder (besides `campaign.N.toml`), each a
+regular file when present."""
 NON_FINITE = "nonfinite"
 
 
@@ -137,17 +143,29 @@ class ResultsStore:
         except OSError as error:
             raise PrivauditError(f"cannot make results folder {self.directory} ({error.strerror or error})") from None
 
-    def refuse_links(self) -> None:
-        """PrivauditError when the folder holds a symbolic link anywhere below it: the suite never
-        makes one, and a run or a report writing through one (an `artifacts` link, a link at a
-        cell's folder or at a file the run replaces) would write outside the folder. Checked
-        before any work, so a planted link costs no computation; every write refuses links on its
-        own too (`privaudit.files`)."""
+    def check_layout(self) -> None:
+        """PrivauditError (one line) when the folder is not laid out as a run leaves it: a symbolic
+        link anywhere below it (the suite never makes one, and a run writing through one — an
+        `artifacts` link, a link at a cell's folder or at a file the run replaces — would write
+        outside the folder), `artifacts` or a cell's folder in it that is not a folder, or a file
+        the run writes (`WRITTEN_FILES`) that is not a regular file. Checked before any work, so a
+        bad folder costs no computation and loses none; every write refuses them on its own too
+        (`privaudit.files`)."""
         links = linked_paths(self.directory)
         if links:
             more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
             raise PrivauditError(f"results folder {self.directory} holds a symbolic link, {links[0]}{more}: a results "
                                  "folder holds none (a run would write through it); remove it")
+        artifacts = self.directory / ARTIFACTS_DIR
+        wrong = [(name, "a regular file") for name in WRITTEN_FILES if not _is(self.directory / name, stat.S_ISREG)]
+        wrong += [(ARTIFACTS_DIR, "a folder")] if not _is(artifacts, stat.S_ISDIR) else []
+        if not wrong and artifacts.is_dir():
+            wrong = [(f"{ARTIFACTS_DIR}/{entry.name}", "a folder") for entry in os.scandir(artifacts)
+                     if not entry.is_dir(follow_symlinks=False)][:1]
+        if wrong:
+            name, should = wrong[0]
+            raise PrivauditError(f"results folder {self.directory}: {name} is not {should}, as a run writes it; "
+                                 "remove it or write the results elsewhere")
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -187,7 +205,8 @@ class ResultsStore:
         try:
             handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as error:
-            raise PrivauditError(f"{path} is not a regular file ({error.strerror}): remove it and run again") from None
+            what = "a symbolic link" if path.is_symlink() else error.strerror
+            raise PrivauditError(f"{path} is not a regular file ({what}): remove it and run again") from None
         try:
             if not stat.S_ISREG(os.fstat(handle).st_mode):
                 raise PrivauditError(f"{path} is not a regular file: remove it and run again")
@@ -243,6 +262,14 @@ class ResultsStore:
             return None
 
 
+def _is(path: Path, test) -> bool:
+    """Whether `path` is absent or, not followed if a link, passes `test` (`stat.S_ISREG`, …)."""
+    try:
+        return test(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True
+
+
 def same_campaign(first: bytes, second: bytes) -> bool:
     """Whether two kept campaign texts say the same: equal bytes, or TOML that parses to equal
     documents (comments and layout aside)."""
@@ -255,7 +282,7 @@ def same_campaign(first: bytes, second: bytes) -> bool:
 
 
 STORED_FILES = {RESULTS_FILE: "the folder's rows", CAMPAIGN_FILE: "the folder's campaign", LOCK_FILE: "the folder's lock",
-                "verdicts.json": "the privacy gate's verdicts", "verdicts.junit.xml": "the privacy gate's verdicts"}
+                VERDICTS_FILE: "the privacy gate's verdicts", JUNIT_FILE: "the privacy gate's verdicts"}
 """The files of a results folder that a report written over them would destroy (with any
 `campaign.N.toml` and anything under `artifacts/`)."""
 

@@ -18,11 +18,9 @@ from typing import Any
 
 from privaudit.errors import UsageError, printable
 from privaudit.files import write_inside
-from privaudit.store import json_safe
+from privaudit.store import JUNIT_FILE, VERDICTS_FILE, json_safe
 from reports.verdicts import MEANINGS
 
-JSON_FILE = "verdicts.json"
-JUNIT_FILE = "verdicts.junit.xml"
 
 
 def statuses(values: list[str]) -> list[str]:
@@ -94,5 +92,5 @@ def write_gate_files(results_dir: str | Path, found: dict[str, Any], fail_on: li
     """Write `verdicts.json` and `verdicts.junit.xml` into the results folder (atomically, never
     through a link: `privaudit.files.write_inside`)."""
     text = json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    return (write_inside(results_dir, JSON_FILE, text.encode("utf-8"), "gate verdicts"),
+    return (write_inside(results_dir, VERDICTS_FILE, text.encode("utf-8"), "gate verdicts"),
             write_inside(results_dir, JUNIT_FILE, junit(found, fail_on).encode("utf-8"), "gate verdicts"))

@@ -31,7 +31,7 @@ from jinja2 import Environment, PackageLoader
 
 from privaudit.errors import PrivauditError
 from privaudit.files import CAMPAIGN_BYTES, read_inside, write_inside
-from privaudit.store import CAMPAIGN_FILE, ResultsStore
+from privaudit.store import CAMPAIGN_FILE, REPORT_FILE, ResultsStore
 from reports.artifacts import Images
 from reports.audits import audit_section
 from reports.coalition import coalition_section
@@ -44,7 +44,6 @@ from reports.privacy_utility import privacy_utility_section
 from reports.threat_comparison import threat_comparisons
 from reports.verdicts import verdict_section
 
-REPORT_FILE = "report.html"
 _VERSIONED = ("privaudit", "torch", "numpy", "dp-accounting", "scikit-image", "scikit-learn")
 
 

@@ -83,7 +83,7 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     in one line on the first problem) and say what it would run."""
     out = Path(out)
     store = ResultsStore(out)
-    store.refuse_links()
+    store.check_layout()
     finished = set() if force else {row["cell"] for row in store.read().rows}
     warnings: list[str] = []
     checked: dict[str, float] = {}

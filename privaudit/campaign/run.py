@@ -29,7 +29,8 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
 
     The results folder is locked for the whole run (`ResultsStore.lock`): a second run on it at
     the same time is refused with a one-line error rather than computing every cell again, and a
-folder holding a symbolic link (planted: a run never makes one) before anything runs. All
+folder not laid out as a run leaves it (a planted link, a folder where the report goes:
+`ResultsStore.check_layout`) before anything runs. All
     jobs are checked before the first runs; cells already in the results are skipped unless
     `force`, and lines of the results that cannot be read are named. The attack and membership
     cells of one training cell share its run: it is trained once with all their taps listening
@@ -41,7 +42,7 @@ folder holding a symbolic link (planted: a run never makes one) before anything 
     executor = executor or InProcess()
     store = ResultsStore(out)
     with store.lock():
-        store.refuse_links()
+        store.check_layout()
         reading = store.read()
         if reading.skipped:
             say(f"warning: {reading.summary()}; their cells run again")
