@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from privaudit.files import write_inside
 from privaudit.store import ResultsStore
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -245,8 +246,7 @@ def check_report(report: Path, screenshot: Path, chromium: str) -> str:
             raise CheckFailed(f"chromium did not answer within {TIMEOUT_S:.0f} s") from None
         finally:
             browser.close()
-    screenshot.parent.mkdir(parents=True, exist_ok=True)
-    screenshot.write_bytes(base64.b64decode(shot))
+    write_inside(screenshot.parent, screenshot.name, base64.b64decode(shot), "screenshot")
 
     requests = _requests(browser.events, page_url)
     if requests:

@@ -477,3 +477,27 @@ def test_alternating_command_line_and_api_runs_keep_one_campaign_file(tmp_path):
     kept = sorted(name for name in os.listdir(out) if name.startswith("campaign"))
     assert kept == ["campaign.1.toml", "campaign.2.toml", "campaign.toml"]
     assert {tomllib.loads((out / name).read_text())["defense"][0]["rounds"] for name in kept} == {2, 3}
+
+
+def _plain_data():
+    from hypothesis import strategies as st
+
+    text = st.text(st.characters(exclude_categories=("Cs",)), max_size=12)
+    scalars = st.one_of(text, st.booleans(), st.integers(-2**63, 2**63 - 1),
+                        st.floats(allow_nan=False, allow_infinity=False))
+    values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                           st.dictionaries(text, inner, max_size=4)), max_leaves=20)
+    return st.dictionaries(text, values, max_size=6)
+
+
+def test_the_toml_a_campaign_dict_is_kept_as_parses_back_to_the_same_data():
+    from hypothesis import given, settings
+
+    from privaudit.campaign.source import plain, toml_text
+
+    @settings(max_examples=300, deadline=None)
+    @given(_plain_data())
+    def round_trip(data):
+        assert tomllib.loads(toml_text(plain(data), "a header\nof two lines")) == data
+
+    round_trip()
