@@ -10,6 +10,8 @@ a one-line PrivauditError naming the path and what it is:
 
 * `read_regular` reads a file (a user's campaign, a file of a results folder) only when it is a
   regular file, up to a bound; `read_inside` does so for a path relative to a folder;
+* `written_in_place` refuses to append to or truncate a file that is not regular or that a hard
+  link shares with a file elsewhere (the rows, the lock: the two files written in place);
 * `write_inside` writes a file atomically (a temporary file created with `O_EXCL | O_NOFOLLOW`
   under an unpredictable name, then a rename in the same folder), replacing only a regular file:
   never a link (which the rename would not follow, but which someone meant to point somewhere), a
@@ -100,6 +102,20 @@ def write_inside(folder: str | Path, relative: str | PurePosixPath, data: bytes,
                 os.unlink(temporary[1], dir_fd=parent)
             raise PrivauditError(f"cannot write {what} {path} ({_reason(error)})") from None
     return path
+
+
+def written_in_place(handle: int, path: Path, what: str) -> None:
+    """Nothing when the open file `handle` may be written in place (appended to, truncated): a
+    regular file with no other name. A hard link planted in a results folder (`results.jsonl`
+    sharing its data with a file outside it) is not a symbolic link, and `O_NOFOLLOW` lets it
+    through; writing it in place would write the file outside. A rename never does, so only files
+    written in place need this check."""
+    info = os.fstat(handle)
+    if not stat.S_ISREG(info.st_mode):
+        raise PrivauditError(f"cannot write {what} {path}: it is {_kind(info.st_mode)}, not a regular file; remove it")
+    if info.st_nlink > 1:
+        raise PrivauditError(f"cannot write {what} {path}: it has {info.st_nlink - 1} other hard link(s), so a file "
+                             "elsewhere shares its data (a results folder's files have one name); remove it")
 
 
 def linked_paths(folder: str | Path, limit: int = 1_000_000) -> list[Path]:

@@ -32,7 +32,8 @@ from typing import Any
 
 from privaudit import rows
 from privaudit.errors import PrivauditError
-from privaudit.files import CAMPAIGN_BYTES, linked_paths, read_inside, read_regular, write_inside
+from privaudit.files import (CAMPAIGN_BYTES, linked_paths, read_inside, read_regular, write_inside,
+                             written_in_place)
 
 RESULTS_FILE = "results.jsonl"
 RESULTS_BYTES = 2**30
@@ -120,9 +121,8 @@ class ResultsStore:
             raise PrivauditError(f"cannot append to {self.path} ({error.strerror}): it must be a regular file, not "
                                  "a link") from None
         try:
+            written_in_place(handle, self.path, "the rows")
             info = os.fstat(handle)
-            if not stat.S_ISREG(info.st_mode):
-                raise PrivauditError(f"cannot append to {self.path}: not a regular file")
             if info.st_size and os.pread(handle, 1, info.st_size - 1) != b"\n":
                 line = "\n" + line
             data = line.encode("utf-8")
@@ -159,6 +159,7 @@ class ResultsStore:
         artifacts = self.directory / ARTIFACTS_DIR
         wrong = [(name, "a regular file") for name in WRITTEN_FILES if not _is(self.directory / name, stat.S_ISREG)]
         wrong += [(ARTIFACTS_DIR, "a folder")] if not _is(artifacts, stat.S_ISDIR) else []
+        wrong += [(RESULTS_FILE, "a file of one name (it has other hard links)")] if _shared(self.path) else []
         if not wrong and artifacts.is_dir():
             wrong = [(f"{ARTIFACTS_DIR}/{entry.name}", "a folder") for entry in os.scandir(artifacts)
                      if not entry.is_dir(follow_symlinks=False)][:1]
@@ -199,8 +200,8 @@ class ResultsStore:
 
     def _name_holder(self) -> None:
         """Write this process's id into `.lock`: O_NOFOLLOW refuses a symbolic link, O_NONBLOCK a
-        FIFO with no reader, and anything else that is not a regular file is refused before
-        it is truncated."""
+        FIFO with no reader, and anything else that is not a regular file of one name (a hard link
+        to a file elsewhere) is refused before it is truncated."""
         path = self.directory / LOCK_FILE
         try:
             handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
@@ -208,8 +209,7 @@ class ResultsStore:
             what = "a symbolic link" if path.is_symlink() else error.strerror
             raise PrivauditError(f"{path} is not a regular file ({what}): remove it and run again") from None
         try:
-            if not stat.S_ISREG(os.fstat(handle).st_mode):
-                raise PrivauditError(f"{path} is not a regular file: remove it and run again")
+            written_in_place(handle, path, "the lock")
             os.ftruncate(handle, 0)
             os.write(handle, f"{os.getpid()}\n".encode())
         finally:
@@ -268,6 +268,14 @@ def _is(path: Path, test) -> bool:
         return test(os.lstat(path).st_mode)
     except FileNotFoundError:
         return True
+
+
+def _shared(path: Path) -> bool:
+    """Whether `path` is a file with other hard links (its data shared with a file elsewhere)."""
+    try:
+        return os.lstat(path).st_nlink > 1
+    except FileNotFoundError:
+        return False
 
 
 def same_campaign(first: bytes, second: bytes) -> bool:

@@ -501,3 +501,18 @@ def test_the_toml_a_campaign_dict_is_kept_as_parses_back_to_the_same_data():
         assert tomllib.loads(toml_text(plain(data), "a header\nof two lines")) == data
 
     round_trip()
+
+
+# Beyond the classes: a hard link, which O_NOFOLLOW lets through
+
+
+@pytest.mark.parametrize("name", ["results.jsonl", ".lock"])
+def test_a_hard_link_planted_at_a_file_written_in_place_is_refused(finished, tmp_path, capsys, name):
+    campaign, out, _ = finished
+    outside = Outside(tmp_path / "outside")
+    copied = _copy(out, tmp_path)
+    (copied / name).unlink()
+    os.link(outside.file, copied / name)
+    err = one_line_error(capsys, ["run", str(campaign), "--out", str(copied), "--quiet", "--force"])
+    assert name in err and "hard link" in err
+    assert outside.unchanged()
