@@ -18,6 +18,7 @@ from tqdm import tqdm
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.executors import Executor, InProcess
 from privaudit.campaign.jobs import Job, plan_jobs, run_job
+from privaudit.errors import printable
 from privaudit.store import ResultsStore
 
 
@@ -35,7 +36,8 @@ def run_campaign(campaign: Campaign, text: str, out: str | Path, *, force: bool 
     (again, with the same seed and so the same messages, when only attacks are left). The
     membership cells of one table on one training cell share their reference models. With
     `progress`, a bar counts the cells (and, in this process, a bar counts each training run's
-    rounds).
+    rounds). Each finished cell's line is `printable`: it may quote a failure's message, which a
+    defense's own code wrote.
     """
     executor = executor or InProcess()
     store = ResultsStore(out)
@@ -67,4 +69,4 @@ def _run_jobs(jobs: list[Job], total: int, store: ResultsStore, executor: Execut
             store.append(done.row)
             bar.update()
             with tqdm.external_write_mode():
-                say(f"[{number}/{left}] {done.message}")
+                say(f"[{number}/{left}] {printable(done.message)}")
