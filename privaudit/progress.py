@@ -19,6 +19,8 @@ from typing import TextIO
 
 from tqdm import tqdm
 
+from privaudit.errors import printable
+
 INTERVAL = 5.0
 """Seconds between two plain progress lines in a log, unless `PRIVAUDIT_PROGRESS_SECONDS` says. A
 step reports only when a piece of its work ends (a batch of worlds, a round), so the gap a log shows
@@ -42,7 +44,9 @@ def _rate(per_second: float) -> str:
 
 
 class Progress:
-    """Counts `total` units of work labelled `label`; `update(n)` after each piece.
+    """Counts `total` units of work labelled `label`; `update(n)` after each piece. The label names
+    a table of the campaign (or a results row's): it is shown `printable`, so no escape sequence or
+    bidi override in it reaches the terminal or the log.
 
     `ceiling`: `total` is the most the step may do (it may stop sooner). `parts` = (k, name): the
     total is k equal parts (k reference models of as many rounds each), and the line also says how
@@ -51,13 +55,13 @@ class Progress:
     def __init__(self, label: str, total: int | None, unit: str = "runs", every: float | None = None,
                  stream: TextIO | None = None, ceiling: bool = False,
                  parts: tuple[int, str] | None = None) -> None:
-        self.label, self.total, self.unit = label, total, unit
+        self.label, self.total, self.unit = printable(label), total, unit
         self.ceiling, self.parts = ceiling, parts
         self.interval = interval() if every is None else every
         self.stream = stream or sys.stderr
         self.done = 0
         self.start = self.last = time.perf_counter()
-        self.bar = tqdm(total=total, desc=label, unit=unit.rstrip("s") or unit, leave=False, file=self.stream) \
+        self.bar = tqdm(total=total, desc=self.label, unit=unit.rstrip("s") or unit, leave=False, file=self.stream) \
             if self.stream.isatty() else None
 
     def update(self, count: int) -> None:

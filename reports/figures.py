@@ -15,6 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import NullLocator  # noqa: E402
 
+from privaudit.errors import printable  # noqa: E402
 from reports.notation import unicode_text  # noqa: E402
 
 matplotlib.rcParams["axes.formatter.min_exponent"] = 3
@@ -22,12 +23,26 @@ matplotlib.rcParams["axes.formatter.min_exponent"] = 3
 decades they keep powers of ten."""
 
 
-def plain(text: str) -> str:
-    """A label from a campaign as matplotlib must receive it to draw it literally: its indices in
-    Unicode (`y_{i,1}` → `yᵢ,₁`, `reports.notation`), every "$" escaped, so that a pair of them does
-    not start mathtext (which would fail to parse, or draw something other than the label). The log
-    axes' own tick labels still use mathtext."""
-    return unicode_text(str(text)).replace("$", r"\$")
+DRAWN = 120
+"""Characters of one text a figure draws (a title, a legend entry); a longer one is cut with an ellipsis.
+A label from a results row may be of any length, and matplotlib lays out and rasterises every
+character (a 300,000-character legend entry took minutes and gigabytes); the page beside the figure
+shows the text whole."""
+
+
+def plain(text: Any, width: int = DRAWN) -> str:
+    """A text from a campaign or a row as matplotlib must receive it to draw it literally: every
+    character a terminal or a page would not show as itself written as its escape (`printable`: a
+    bidi override is drawn as `\\u202e`, not obeyed, and never printed raw in a missing-glyph
+    warning), cut to `width` characters with an ellipsis, its indices in Unicode (`y_{i,1}` →
+    `yᵢ,₁`, `reports.notation`), every "$" escaped, so that a pair of them does not start mathtext
+    (which would fail to parse, or draw something other than the label). The log axes' own tick
+    labels still use mathtext."""
+    return unicode_text(_cut(printable(str(text)), width)).replace("$", r"\$")
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def to_data_uri(figure: plt.Figure) -> str:
@@ -259,10 +274,6 @@ def _math_ratio(text: str) -> str:
     return escaped.replace("ε_LB", r"$\varepsilon_{\mathrm{LB}}$").replace("δ_LB", r"$\delta_{\mathrm{LB}}$")
 
 
-def _short_label(text: str, width: int = 44) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def epsilon_overview(entries: list[dict[str, Any]]) -> str:
     """The report's first figure: per verdict (one row each), the claimed, stated and sound ε, the
     empirical lower bound and the estimate on one log axis, the verdict written at the right in its
@@ -298,17 +309,17 @@ def epsilon_overview(entries: list[dict[str, Any]]) -> str:
                           fontsize=7, color="#5b6570")
         findings = ", ".join(f["kind"] for f in entry["findings"])
         colour = VERDICT_COLOURS.get(entry["status"], "#6e7781")
-        status = axis.annotate(entry["status"], (1.01, y - (0.17 if findings else 0)),
+        status = axis.annotate(plain(entry["status"]), (1.01, y - (0.17 if findings else 0)),
                                xycoords=("axes fraction", "data"), va="center", fontsize=9, fontweight="bold",
                                annotation_clip=False, color=colour)
         if entry.get("ratio"):
             axis.annotate(_math_ratio(entry["ratio"]), (1, 0.5), xycoords=status, xytext=(5, 0),
                           textcoords="offset points", va="center", fontsize=8.5, annotation_clip=False, color=colour)
         if findings:
-            axis.annotate(findings, (1.01, y + 0.2), xycoords=("axes fraction", "data"), va="center", fontsize=7,
+            axis.annotate(plain(findings), (1.01, y + 0.2), xycoords=("axes fraction", "data"), va="center", fontsize=7,
                           annotation_clip=False, color=FINDING_COLOUR)
     axis.set_yticks(range(rows))
-    axis.set_yticklabels([plain(_short_label(unicode_text(entry["subject"]))) for entry in entries], fontsize=9)
+    axis.set_yticklabels([plain(entry["subject"], 44) for entry in entries], fontsize=9)
     axis.tick_params(axis="y", length=0)
     axis.set_xlabel("ε (log scale)")
     axis.grid(axis="x", alpha=0.3, which="major")

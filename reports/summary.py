@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from privaudit.errors import PrivauditError
+from privaudit.errors import PrivauditError, printable
 from privaudit.store import ResultsStore
 from reports.audits import number
 from reports.html import runs_of
@@ -47,11 +47,19 @@ def _status(record: dict[str, Any]) -> str:
     return record["status"] + (f" ({', '.join(findings)})" if findings else "")
 
 
+def _cells(record: dict[str, Any]) -> list[str]:
+    """A verdict's line as the terminal shows it: each cell `printable` (the subject and the findings
+    come from the rows, which a hand can write, so an escape sequence or a bidi override in them
+    must not reach the terminal), the subject cut to `_WIDTH`."""
+    subject, *rest = (printable(str(text)) for text in (record["subject"], record["eps_claimed"], record["eps_sound"],
+                                                         _empirical(record), _status(record)))
+    return [_cut(subject), *rest]
+
+
 def summary_table(found: dict[str, Any]) -> str:
     """One line per verdict: subject, claimed ε, sound ε, empirical ε_LB (estimate), status and
     analytic findings."""
-    lines = [list(_COLUMNS)] + [[_cut(record["subject"]), record["eps_claimed"], record["eps_sound"],
-                                 _empirical(record), _status(record)] for record in found["verdicts"]]
+    lines = [list(_COLUMNS)] + [_cells(record) for record in found["verdicts"]]
     widths = [max(len(line[k]) for line in lines) for k in range(len(_COLUMNS))]
     table = ["  ".join(text.ljust(width) for text, width in zip(line, widths)).rstrip() for line in lines]
     table.insert(1, "  ".join("-" * width for width in widths))

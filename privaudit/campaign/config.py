@@ -21,6 +21,7 @@ import json
 import math
 import re
 import tomllib
+import unicodedata
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -39,7 +40,7 @@ from defenses.base import Defense, DefenseParams
 from defenses.external import NO_CONSENT, Consent, origin, resolve
 from privaudit.campaign.source import plain, toml_text
 from privaudit.data import DATASETS, PARTITIONS
-from privaudit.errors import ConfigError, PrivauditError
+from privaudit.errors import UNSAFE, ConfigError, PrivauditError, escaped, unsafe_character
 from privaudit.files import CAMPAIGN_BYTES, read_regular
 from privaudit.limits import MAX_SEED, exceeded, within
 from privaudit.models import MODELS
@@ -84,20 +85,51 @@ def one_of(options, what: str) -> Any:
 
 
 _FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_LABEL = 200
+"""Characters a label may hold. A label is a table's name, read at a glance in the run's table (which
+shows 44 of them), a figure's legend (120) and the report's headings (all): a long descriptive one
+is about 60, and 200 leaves room for any a reader would type. A label of 300,000 characters
+passed before, and the report's figures took minutes and gigabytes on it (issue 35). A grid
+variant's label (`label (key=value, …)`) is built from the table's and may be longer."""
+_GRID_VARIANT = "grid variant"
+"""The validation context under which `RunConfig.variants` builds a grid variant's label."""
 
 
 def _printable(value: str | None, allowed: str = "") -> str | None:
-    """A text the suite prints (a label, a description) without control characters: an escape
-    sequence in a label would reach the terminal raw and could rewrite what it shows."""
-    found = None if value is None else next((c for c in _CONTROL.findall(value) if c not in allowed), None)
+    """A text the suite prints (a label, a description) without a character that a terminal or a
+    page would not show as itself (`privaudit.errors.UNSAFE`: controls, bidi overrides, zero-width
+    and unassigned characters): an escape sequence in a label would reach the terminal raw and
+    could rewrite what it shows, a bidi override would reorder it, a zero-width space would make
+    two labels that print alike name different tables."""
+    found = None if value is None else unsafe_character(value, allowed)
     if found is not None:
-        raise ValueError(f"contains the control character {found!r}: labels and descriptions are printed text")
+        name = unicodedata.name(found, "")
+        raise ValueError(f"contains the {UNSAFE[unicodedata.category(found)]} '{escaped(found)}'"
+                         f"{f' ({name})' if name else ''}: labels and descriptions are printed text")
     return value
 
 
-Label = Annotated[str | None, AfterValidator(_printable)]
-"""A table's label: printed text, one line."""
+def _label(value: str | None, info: ValidationInfo) -> str | None:
+    """A label as tables are named and matched: printed text (`_printable`), not blank (it names
+    the table in place of its kind, and `defense = ["…"]` refers to it), at most `MAX_LABEL`
+    characters, in Unicode's composed form (NFC), so a label typed as "é" and one typed as "e" and
+    a combining accent, which print alike, are one label."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise ValueError(f"{value!r} is blank: a label names the table; remove it to name the table by its kind")
+    value = unicodedata.normalize("NFC", _printable(value))
+    if len(value) > MAX_LABEL and not (info.context or {}).get(_GRID_VARIANT):
+        raise ValueError(f"is {len(value):,} characters long; a label is a name of at most {MAX_LABEL} characters")
+    return value
+
+
+Label = Annotated[str | None, AfterValidator(_label), Field(description=(
+    f"the table's name in the report and in other tables' defense = [...] (default: one made from its kind): "
+    f"printed text of at most {MAX_LABEL} characters, without control or invisible characters"))]
+"""A table's label: printed text, one line, at most `MAX_LABEL` characters, in NFC."""
+LabelReference = Annotated[str, AfterValidator(lambda value: unicodedata.normalize("NFC", value))]
+"""A label as another table's `defense = [...]` names it, in NFC like the labels it is matched with."""
 
 
 class CampaignInfo(BaseModel):
@@ -229,7 +261,8 @@ class RunConfig(BaseModel):
         for values in itertools.product(*(self.grid[key] for key in keys)):
             combo = dict(zip(keys, values))
             suffix = ", ".join(f"{key}={value}" for key, value in combo.items())
-            variants.append(RunConfig.model_validate(base | combo | {"label": f"{self.name} ({suffix})"}))
+            variants.append(RunConfig.model_validate(base | combo | {"label": f"{self.name} ({suffix})"},
+                                                     context={_GRID_VARIANT: True}))
         return variants
 
     @model_validator(mode="after")
@@ -288,7 +321,7 @@ class ThreatConfig(_HearsLinks):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     label: Label = None
-    defense: list[str] | None = None
+    defense: list[LabelReference] | None = None
     threat: one_of(THREATS, "threat model") = "global_listener"
     observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
     links: list[tuple[int, int]] | None = Field(None, description=LINKS_HELP)
@@ -512,7 +545,7 @@ class AuditConfig(_HearsLinks):
     releases: int = Field(1, ge=1)
     samples: int | None = Field(None, ge=100, description="observations per input (default: the audit's)")
     curve: list[Annotated[int, Field(ge=100)]] = Field(default_factory=list)
-    defense: list[str] | None = None
+    defense: list[LabelReference] | None = None
     method: one_of(CANARY_METHODS, "canary method") = "repeated"
     runs: Annotated[int, AfterValidator(within("runs"))] = Field(100, ge=8, description="repeated: training "
                                                                   "runs per world")

@@ -18,6 +18,7 @@ from tqdm import tqdm
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.executors import Executor, InProcess
 from privaudit.campaign.jobs import Job, plan_jobs, run_job
+from privaudit.errors import printable
 from privaudit.store import ResultsStore
 
 
@@ -37,7 +38,8 @@ folder not laid out as a run leaves it (a planted link, a folder where the repor
     (again, with the same seed and so the same messages, when only attacks are left). The
     membership cells of one table on one training cell share their reference models. With
     `progress`, a bar counts the cells (and, in this process, a bar counts each training run's
-    rounds).
+    rounds). Each finished cell's line is `printable`: it may quote a failure's message, which a
+    defense's own code wrote.
     """
     executor = executor or InProcess()
     store = ResultsStore(out)
@@ -70,4 +72,4 @@ def _run_jobs(jobs: list[Job], total: int, store: ResultsStore, executor: Execut
             store.append(done.row)
             bar.update()
             with tqdm.external_write_mode():
-                say(f"[{number}/{left}] {done.message}")
+                say(f"[{number}/{left}] {printable(done.message)}")
