@@ -93,12 +93,12 @@ def _say_skipped(directory: str | Path) -> None:
 
     skipped = ResultsStore(directory).read().summary()
     if skipped:
-        print(f"privaudit: warning: {skipped}", file=sys.stderr)
+        print(f"privaudit: warning: {printable(skipped)}", file=sys.stderr)
 
 
 def _warn(warnings: Sequence[str]) -> None:
     for warning in warnings:
-        print(f"privaudit: warning: {warning}", file=sys.stderr)
+        print(f"privaudit: warning: {printable(warning)}", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -125,12 +125,12 @@ def _run(args: argparse.Namespace) -> int:
     campaign, text = read_campaign(args.campaign, allow_code=args.allow_code)
     _warn(campaign.warnings())
     out = Path(args.out) if args.out else Path("results") / campaign.campaign.name
-    print(f"campaign '{campaign.campaign.name}': results in {out}")
+    print(f"campaign '{campaign.campaign.name}': results in {printable(str(out))}")
     with _about(args.campaign):
         store = run_campaign(campaign, text, out, force=args.force, progress=not args.quiet, executor=executor)
     report = render_report(out)
-    print(f"results: {store.path}")
-    print(f"report:  {report.resolve()}")
+    print(f"results: {printable(str(store.path))}")
+    print(f"report:  {printable(str(report.resolve()))}")
     found = summary(out)
     print(f"\n{summary_table(found)}")
     return _gate(out, found, fail_on)
@@ -195,12 +195,13 @@ _CELL_WIDTH = 44
 
 
 def _cell_text(value) -> str:
-    """A table cell: numbers to 4 significant digits, long text cut (it is printed in full below)."""
+    """A table cell: numbers to 4 significant digits, text escaped (`printable`: a plugin's claim is
+    its author's text) and cut when long (it is printed in full below)."""
     if value is None:
         return "—"
     if isinstance(value, float):
         return f"{value:.4g}"
-    text = str(value)
+    text = printable(str(value))
     return text if len(text) <= _CELL_WIDTH else text[: _CELL_WIDTH - 1] + "…"
 
 
@@ -236,18 +237,18 @@ def _claims(args: argparse.Namespace) -> int:
         if number == 0:
             print("  ".join("-" * width for width in widths))
     for row in rows:
-        print(f"\n{row['label']}: {row['equation']}")
+        print(f"\n{printable(row['label'])}: {printable(row['equation'])}")
         understated = _understated_by(row)
         if understated:
             print(f"  understated: {understated}")
         for finding in row.get("findings") or []:
-            print(f"  finding ({finding['kind']}): {finding['text']}")
-        print(f"  adjacency: {row['adjacency']}")
-        print(f"  sound ε: {row['sound_method']}")
+            print(f"  finding ({printable(finding['kind'])}): {printable(finding['text'])}")
+        print(f"  adjacency: {printable(row['adjacency'])}")
+        print(f"  sound ε: {printable(row['sound_method'])}")
         for assumption in row["assumptions"]:
-            print(f"  assumption: {assumption}")
+            print(f"  assumption: {printable(assumption)}")
         for statement in row["statements"]:
-            print(f"  the paper also states: {statement}")
+            print(f"  the paper also states: {printable(statement)}")
     return 0
 
 
@@ -276,7 +277,7 @@ def _report(args: argparse.Namespace) -> int:
             return _gate(args.results_dir, found, fail_on)
         report = render_report(args.results_dir, output)
         _say_skipped(args.results_dir)
-        print(f"report: {report.resolve()}")
+        print(f"report: {printable(str(report.resolve()))}")
         return _gate(args.results_dir, found, fail_on) if fail_on else 0
     except BrokenPipeError:
         raise  # the reader of stdout left: `main` ends quietly
