@@ -22,7 +22,7 @@ import pytest
 from attacks import views
 from attacks.audit.canary_audit import audit_game
 from defenses import DEFENSES
-from defenses.external import resolve
+from defenses.external import Consent, resolve
 from privaudit.campaign.audit_findings import game_for_table
 from privaudit.cli import main
 from privaudit.errors import ConfigError
@@ -63,7 +63,7 @@ def test_a_defense_of_known_eps_is_never_refuted_law_free(epsilon, detected, thi
     """Laplace gossip is ε₀-DP per round (pure, one record replaced): T = 2 rounds claim 2ε₀. In 20
     seeds the law-free bound never exceeds the claim, and it finds the leak that is there (at
     ε₀ = 4, ε_LB > 0 in at least 15 seeds)."""
-    resolve("examples.laplace_gossip:LaplaceGossip")
+    resolve("examples.laplace_gossip:LaplaceGossip", Consent(("examples.laplace_gossip",), given=True))
     table = {"kind": "laplace_gossip", "topology": "complete", "agents": 4, "model": "logreg", "rounds": 2,
              "eval_every": 2, "batch_size": 10, "lr": 0.1, "clip": 1.0, "epsilon": epsilon}
     game = game_for_table(table, DATA, statistic="projection", canary_norm=1.0)
@@ -88,7 +88,7 @@ def test_a_defense_with_no_extractor_cannot_be_audited_law_free(tmp_path, monkey
     source = SHARE_GOSSIP.read_text().split("\ndef _state")[0].replace('name = "share_gossip"', 'name = "mute_gossip"')
     (tmp_path / "mute_gossip.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
-    resolve("mute_gossip:ShareGossip")
+    resolve("mute_gossip:ShareGossip", Consent(("mute_gossip",), given=True))
     table = {"kind": "mute_gossip", "topology": "complete", "agents": 4, "model": "logreg", "rounds": 2}
     with pytest.raises(ConfigError, match="has no extractor"):
         game_for_table(table, DATA)
