@@ -223,7 +223,8 @@ def _claims(args: argparse.Namespace) -> int:
     from privaudit.store import json_safe
 
     campaign, _ = read_campaign(args.campaign, allow_code=args.allow_code)
-    rows = claims(campaign)
+    with _about(args.campaign):
+        rows = claims(campaign)
     if args.json:
         print(json.dumps(json_safe(rows), indent=2, allow_nan=False))
         return 0

@@ -206,7 +206,7 @@ def load_dataset(
                 f"dataset {name!r}: no data_root given (expected {expected} under it); "
                 "set data_root to the folder holding them"
             )
-        root = str(Path(data_root).expanduser().resolve())
+        root = _root(name, data_root)
         try:
             raw = _torchvision_raw(name, root, download and not _DOWNLOADS_REFUSED)
         except DataError:
@@ -232,6 +232,16 @@ def load_dataset(
         normalisation=normalisation,
         class_names=raw.class_names,
     )
+
+
+def _root(name: str, data_root: str | Path) -> str:
+    """`data_root` as an absolute path, `~` and `~user` expanded; a DataError naming it when it
+    names a user this machine does not have (`~nobody-here/x`) or no home is known."""
+    try:
+        return str(Path(data_root).expanduser().resolve())
+    except RuntimeError as error:
+        raise DataError(f"dataset {name!r}: data_root {str(data_root)!r} starts with a '~' this machine cannot "
+                        f"expand ({error})") from None
 
 
 def _pixels(x: np.ndarray) -> Tensor:

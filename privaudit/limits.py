@@ -22,6 +22,13 @@ MAX_SEED = 2**32 - 1
 """Seeds are 32-bit: numpy, torch and the seeds derived from a cell's seed all accept them. A
 range, not a limit on work: it cannot be raised."""
 
+MAX_NESTING = 32
+"""Tables and arrays a campaign may nest inside one another (`[[defense]]`'s table is 2 deep, an
+audit's coalition of attackers 4, a grid of model options 6). A range, not a limit on work: a
+document nested thousands deep (`model_options.a.a.…`, `[z.z.….z]`) reaches Python's recursion
+limit in the TOML parser and in validation, and 50,000 levels made the parser take 3.4 GB, so it
+cannot be raised."""
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -41,7 +48,15 @@ LIMITS = {
                   "canaries, bootstrap resamples, attack restarts)"),
     "parameters": Limit("PRIVAUDIT_MAX_PARAMETERS", 250_000_000, "model parameters over the agents of one run "
                         "(agents × parameters of the model)"),
-    "records": Limit("PRIVAUDIT_MAX_RECORDS", 10_000_000, "records generated per agent"),
+    "records": Limit("PRIVAUDIT_MAX_RECORDS", 10_000_000, "records of one run (a synthetic problem's agents × "
+                     "samples per agent: 4 × 10⁷ took 37 s and 6.5 GB to generate; an attack's batch)"),
+    "layers": Limit("PRIVAUDIT_MAX_LAYERS", 1_000, "hidden layers of one model (an MLP's `hidden`: 10⁴ layers "
+                    "made check take 26 s, 10⁵ over a minute)"),
+    "evaluations": Limit("PRIVAUDIT_MAX_EVALUATIONS", 1_000_000, "loss evaluations (or iterations) of one "
+                         "inversion attack (each a few milliseconds: 10⁶ are about an hour)"),
+    "pairs": Limit("PRIVAUDIT_MAX_PAIRS", 1_000, "victim–attacker pairs of one position audit (each solves a "
+                   "least-squares model of the run at check and again at run time: every victim of a complete "
+                   "graph of 40 agents, 1,560 pairs, kept check busy 9 minutes)"),
     "samples": Limit("PRIVAUDIT_MAX_SAMPLES", 100_000_000, "values a mechanism audit samples per input "
                      "(dim × releases × samples)"),
     "memory": Limit("PRIVAUDIT_MAX_MEMORY_MB", 8192, "megabytes of the largest tensor one run forms (agents × "

@@ -19,6 +19,8 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
+from privaudit.limits import exceeded
+
 RESNET_SMALL_INPUT_MAX_SIDE = 64
 
 
@@ -356,9 +358,16 @@ def build_mlp(
     in_shape: tuple[int, ...], num_classes: int, *, hidden: tuple[int, ...] = (128,), activation: str = "relu"
 ) -> nn.Module:
     """Fully connected network on the flattened input, with `hidden` layer widths and `activation`
-    (one of `MLP_ACTIVATIONS`) between layers."""
+    (one of `MLP_ACTIVATIONS`) between layers, at most `PRIVAUDIT_MAX_LAYERS` of them (1,000).
+
+    The layers are counted before any is built: a layer's cost is not in its parameters (10⁵
+    layers of width 1 are few parameters, but each is a module built, checked and run every
+    round)."""
     if not isinstance(hidden, (list, tuple)) or not all(isinstance(w, int) and not isinstance(w, bool) for w in hidden):
         raise ValueError(f"hidden must be a list of layer widths (integers, e.g. [128]), got {hidden!r}")
+    too_many = exceeded("layers", len(hidden))
+    if too_many:
+        raise ValueError(f"hidden: {too_many}")
     hidden = tuple(hidden)
     if any(width < 1 for width in hidden):
         raise ValueError(f"hidden widths must be >= 1, got {hidden}")

@@ -10,15 +10,21 @@ chosen here and named in each generator's docstring.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
 from privaudit.data import Dataset, Normalisation
+from privaudit.limits import exceeded
 
 SYNTHETIC: tuple[str, ...] = ("logistic", "estimation_wz", "estimation_wb")
 DEFAULT_SAMPLES = {"logistic": 1000, "estimation_wz": 2000, "estimation_wb": 100}
 TEST_SAMPLES = 2000
 _IDENTITY = Normalisation(mean=(0.0,), std=(1.0,))
+RECORD_BYTES = {"logistic": 90, "estimation_wz": 150, "estimation_wb": 120}
+"""Peak memory per generated training record, measured (2 × 10⁶ records, with the per-agent shards
+a run's set-up takes): the draws in float64, their float32 tensors and the owners."""
 
 # Seed 003 §V: the regressors' covariance R_{u,i}, the same for every sensor.
 WZ_COVARIANCE = np.array([
@@ -41,10 +47,26 @@ def generate(name: str, n_agents: int, *, samples_per_agent: int | None = None, 
     m = DEFAULT_SAMPLES[name] if samples_per_agent is None else samples_per_agent
     if m < 1:
         raise ValueError(f"samples_per_agent must be >= 1, got {m}")
+    check_size(name, n_agents, m)
     rng = np.random.default_rng(seed)
     return {"logistic": _logistic, "estimation_wz": _estimation_wz, "estimation_wb": _estimation_wb}[name](
         n_agents, m, rng
     )
+
+
+def check_size(name: str, n_agents: int, samples_per_agent: int) -> None:
+    """ValueError when drawing `name` for `n_agents` agents would generate more records in all
+    than the `records` limit, or take more memory than the `memory` limit, before anything is
+    drawn: the per-agent limit alone let 4 agents × 10⁷ records take 37 s and 6.5 GB, and 100
+    agents ask for 44.7 GiB."""
+    records = n_agents * samples_per_agent
+    megabytes = math.ceil(records * RECORD_BYTES[name] / 2**20)
+    for what, reason in ((f"'{name}' for {n_agents:,} agents × {samples_per_agent:,} samples per agent",
+                          exceeded("records", records)),
+                         (f"generating '{name}' takes {records:,} records × {RECORD_BYTES[name]} bytes = "
+                          f"{megabytes:,} MB", exceeded("memory", megabytes))):
+        if reason:
+            raise ValueError(f"{what}: {reason}")
 
 
 def _owners(n_agents: int, m: int) -> np.ndarray:

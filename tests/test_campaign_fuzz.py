@@ -183,7 +183,8 @@ def _parses_or_fails_in_one_line(path, capsys) -> None:
         assert str(error) and "\n" not in str(error)
         assert main(["claims", str(path)]) == 2
         err = capsys.readouterr().err
-        assert err == f"privaudit: error: {printable(str(error))}\n"
+        named = str(error) if str(error).startswith(f"{path}: ") else f"{path}: {error}"
+        assert err == f"privaudit: error: {printable(named)}\n"
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -120,9 +120,9 @@ def test_parameter_models_refuse_inf_and_nan_when_built_from_code():
 
 
 def test_huge_rounds_are_refused_naming_the_limit_and_how_to_lift_it(tmp_path, capsys):
-    err = _campaign_error(tmp_path, capsys, '[[defense]]\nkind = "dpsgd"\nrounds = 99999999999999999999\n')
-    assert ("defense[0].rounds: 99,999,999,999,999,999,999 exceeds the limit of 1,000,000 rounds of one training "
-            "run; set PRIVAUDIT_MAX_ROUNDS=99999999999999999999 to run it anyway") in err
+    err = _campaign_error(tmp_path, capsys, '[[defense]]\nkind = "dpsgd"\nrounds = 999999999999999999\n')
+    assert ("defense[0].rounds: 999,999,999,999,999,999 exceeds the limit of 1,000,000 rounds of one training "
+            "run; set PRIVAUDIT_MAX_ROUNDS=999999999999999999 to run it anyway") in err
 
 
 def test_a_limit_is_lifted_by_its_environment_variable(monkeypatch):

@@ -233,7 +233,7 @@ def test_the_api_imports_no_plugin_without_allow_code_whatever_the_tables_contai
         raw["campaign"] = {"imports": ("planted_three",)}
     with pytest.raises(ConfigError) as refused:
         privaudit.load_campaign(raw)
-    assert "planted_three" in str(refused.value) or "not campaign data" in str(refused.value)
+    assert "planted_three" in str(refused.value) or "not a campaign value" in str(refused.value)
     assert not marker.exists()
 
 
@@ -493,7 +493,7 @@ def _plain_data():
 def test_the_toml_a_campaign_dict_is_kept_as_parses_back_to_the_same_data():
     from hypothesis import given, settings
 
-    from privaudit.campaign.source import plain, toml_text
+    from privaudit.campaign.document import plain, toml_text
 
     @settings(max_examples=300, deadline=None)
     @given(_plain_data())

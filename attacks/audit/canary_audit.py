@@ -186,10 +186,12 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
               links: list[tuple[int, int]] | None = None, canary: str = "gradient", canary_label: int = 0,
               canary_scale: float = 2.0, count: int = 1, scenarios: list[str] | None = None,
               statistic: str = "auto", canary_norm: float | None = None,
-              directed_links: list[tuple[int, int]] | None = None) -> Game:
+              directed_links: list[tuple[int, int]] | None = None, claim: Claim | None = None) -> Game:
     """The game of one defense configuration on `setup` (its canaries fixed by the set-up's
     seed), with `count` canaries, scored by `statistic` ("law", "projection", or "auto": the law
-    where the defense's view states one, else law-free); every problem is a one-line ConfigError."""
+    where the defense's view states one, else law-free); every problem is a one-line ConfigError.
+    `claim`: the configuration's claim when the caller has it (a position audit's games of each
+    victim share one: it does not depend on the victim, and an accountant takes seconds)."""
     if statistic not in (*STATISTICS, "auto"):
         raise ConfigError(f"unknown statistic '{statistic}' (choose from auto, {', '.join(STATISTICS)})")
     if statistic == "law" and kind not in views.CHANNELS:
@@ -197,7 +199,7 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
                           "statistic = 'projection'")
     try:
         defense = DEFENSES[kind](params, setup)
-        claim = checked_claim(defense, rounds)
+        claim = checked_claim(defense, rounds) if claim is None else claim
     except ValueError as error:
         raise ConfigError(f"canary audit: {error}") from None
     public = defense.public()

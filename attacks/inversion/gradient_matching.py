@@ -79,6 +79,7 @@ Count = Annotated[int, Field(ge=1)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Restarts = Annotated[int, Field(ge=1), AfterValidator(within("runs"))]
+Evaluations = Annotated[int, Field(ge=1), AfterValidator(within("evaluations"))]
 DType = Literal["float32", "float64"]
 """The attacks' parameter types: the dataclasses ignore them at run time, and a campaign validates
 an attack's parameters against them (pydantic), so a bad value is a one-line error naming the
@@ -548,7 +549,7 @@ class DLG:
     (bench/inversion.py --victim-init default).
     """
 
-    evaluations: Count = 2000
+    evaluations: Evaluations = 2000
     lr: Positive = 1.0
     history_size: Count = 400
     line_search: Literal["strong_wolfe"] | None = "strong_wolfe"
@@ -641,7 +642,7 @@ class InvertingGradients:
     `tv_weight=1e-3` did better on these batches (chosen on them, so not a tested default).
     """
 
-    iterations: Count = 1000
+    iterations: Evaluations = 1000
     optimizer: Literal["lbfgs", "adam"] = "lbfgs"
     lr: Positive = 0.1
     tv_weight: NonNegative = 1e-4
@@ -788,7 +789,7 @@ class BatchInversion:
     """
 
     tv_weights: Annotated[tuple[NonNegative, ...], Field(min_length=1)] = (1e-2, 1e-3, 1e-4)
-    evaluations: Count = 500
+    evaluations: Evaluations = 500
     step_orders: Count = 6
     history_size: Count = 400
     init_std: Positive = 0.1

@@ -82,7 +82,7 @@ class Results:
 
 def load_campaign(source: str | Path | Mapping[str, Any], *, allow_code: bool = False) -> Campaign:
     """A validated campaign from a TOML file or from the dict such a file parses to (copied as
-    plain data first: `privaudit.campaign.source.plain`); ConfigError (one line) on the first bad
+    plain data first: `privaudit.campaign.document.plain`); ConfigError (one line) on the first bad
     field. `allow_code`: the consent to import the modules the campaign lists in
     `[campaign] imports`."""
     try:

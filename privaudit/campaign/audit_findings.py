@@ -204,13 +204,16 @@ def _attackers_of(cell: AuditCell, victim: int) -> list[int | list[int]] | None:
 def _position_games(cell: AuditCell) -> list[tuple[Game, list[int | list[int]] | None]]:
     """A position audit's game per victim with its attackers, each checked against the run's graph
     (`positions`): ConfigError (one line) for an agent the graph lacks or an attacker holding the
-    victim."""
+    victim. The victims' games share the first one's claim, computed once: it does not depend on
+    the victim, and on a complete graph of 16 it took 5 s a victim, 90 % of `check`'s time."""
     games = []
+    claim = None
     for victim in position_victims(cell):
         if victim >= cell.training.run.agents:
             raise ConfigError(f"position audit: victim {victim} names no agent of 0..{cell.training.run.agents - 1}")
         game = game_for_cell(cell.training, 1, victim=victim, canary=cell.table.canary,
-                             canary_label=cell.table.canary_label, canary_scale=cell.table.canary_scale)
+                             canary_label=cell.table.canary_label, canary_scale=cell.table.canary_scale, claim=claim)
+        claim = game.claim
         attackers = _attackers_of(cell, victim)
         if attackers == []:
             raise ConfigError(f"position audit: every attacker holds victim {victim}")

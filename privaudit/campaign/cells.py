@@ -26,7 +26,7 @@ from defenses.external import SHIPPED, checked_claim
 from privaudit.accounting import Claim
 from privaudit.campaign.config import AttackConfig, AuditConfig, Campaign, DataConfig, MembershipConfig, RunConfig
 from privaudit.data import load_dataset, partition
-from privaudit.errors import ConfigError
+from privaudit.errors import ConfigError, DataError
 from privaudit.limits import require
 from privaudit.flatmodel import FlatModel
 from privaudit.models import build_model, model_task
@@ -260,7 +260,8 @@ def expand_all(campaign: Campaign) -> tuple[list[Cell], list[AttackCell], list[M
 
 def build_setup(cell: Cell) -> Setup:
     """Data, partition, topology, model and random stream of a cell; every failure is a
-    ConfigError naming the cell."""
+    ConfigError naming the cell (a dataset that cannot be loaded too: its `data_root` is the
+    campaign's field, so the error names the cell, and the command the file)."""
     run, data_cfg = cell.run, cell.data
     where = cell.where
     try:
@@ -282,7 +283,7 @@ def build_setup(cell: Cell) -> Setup:
         if model_task(module) != data.task:
             raise ValueError(f"model '{run.model}' is for {model_task(module)}, dataset '{data.name}' is a "
                              f"{data.task} problem")
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, DataError) as error:
         raise ConfigError(f"{where}: {error}") from None
     return Setup(
         topology=topology,

@@ -59,6 +59,7 @@ def plan_coalition(cell: AttackCell, defense: Defense) -> tuple[Tap, Tap]:
         tap.check(topology)
     except ValueError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
+    attack_batch_size(cell, defense)
     others = [k for k in range(topology.n) if k not in set(agents)]
     return tap, Witnesses(others if kinds else [], rounds=[cell.round])
 

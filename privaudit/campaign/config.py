@@ -20,6 +20,7 @@ import itertools
 import json
 import math
 import re
+import sys
 import tomllib
 import unicodedata
 from importlib import resources
@@ -38,11 +39,11 @@ from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
 from defenses import DEFENSES
 from defenses.base import Defense, DefenseParams
 from defenses.external import NO_CONSENT, Consent, origin, resolve
-from privaudit.campaign.source import plain, toml_text
+from privaudit.campaign.document import NotACampaignValue, plain, strictly, too_deep, toml_text
 from privaudit.data import DATASETS, PARTITIONS
 from privaudit.errors import UNSAFE, ConfigError, PrivauditError, escaped, unsafe_character
 from privaudit.files import CAMPAIGN_BYTES, read_regular
-from privaudit.limits import MAX_SEED, exceeded, within
+from privaudit.limits import MAX_NESTING, MAX_SEED, exceeded, within
 from privaudit.models import MODELS
 from privaudit.synthetic import SYNTHETIC
 from privaudit.threats import THREATS
@@ -261,8 +262,8 @@ class RunConfig(BaseModel):
         for values in itertools.product(*(self.grid[key] for key in keys)):
             combo = dict(zip(keys, values))
             suffix = ", ".join(f"{key}={value}" for key, value in combo.items())
-            variants.append(RunConfig.model_validate(base | combo | {"label": f"{self.name} ({suffix})"},
-                                                     context={_GRID_VARIANT: True}))
+            variants.append(strictly(RunConfig, base | combo | {"label": f"{self.name} ({suffix})"},
+                                     context={_GRID_VARIANT: True}))
         return variants
 
     @model_validator(mode="after")
@@ -277,8 +278,9 @@ class RunConfig(BaseModel):
         return DEFENSES.get(self.kind) or resolve(self._origin, Consent((self._origin.partition(":")[0],), True))
 
     def params(self) -> DefenseParams:
-        """The defense's hyperparameters, validated by its own `Params` model."""
-        return self.defense().Params.model_validate(self.model_extra or {})
+        """The defense's hyperparameters, validated by its own `Params` model (strictly, as every
+        campaign value: `privaudit.campaign.document`)."""
+        return strictly(self.defense().Params, self.model_extra or {})
 
 
 LINKS_HELP = "eavesdropper: undirected links heard, both directions of each ([[0, 1]]: 0 ↔ 1)"
@@ -367,8 +369,9 @@ class AttackConfig(ThreatConfig):
     kind: one_of(INVERSIONS, "attack")
     scenario: str | None = Field(None, description="extraction scenario (default: the defense's first)")
     rounds: Annotated[list[int], AfterValidator(_distinct_rounds)] = Field(min_length=1)
-    batch_size: int | None = Field(None, ge=1, description="images to reconstruct (default: the "
-                                   "defense's public batch_size)")
+    batch_size: Annotated[int | None, AfterValidator(within("records"))] = Field(
+        None, ge=1, description="images to reconstruct, at most the records each attacked agent holds (default: the "
+        "defense's public batch_size)")
     trace_every: int = Field(0, ge=0, description="record the reconstruction's MSE every k attack "
                              "evaluations (0: off); scoring only, the attack never sees it")
     window: int | None = Field(None, ge=1, description="coalition: rounds heard after the attacked "
@@ -395,7 +398,7 @@ class AttackConfig(ThreatConfig):
         if unknown:
             raise ValueError(f"unknown parameter '{unknown[0]}' for attack '{self.kind}' "
                              f"(allowed: {', '.join(allowed)})")
-        return _adapter(cls).validate_python(params)
+        return strictly(_adapter(cls), params)
 
 
 @functools.cache
@@ -405,6 +408,20 @@ def _adapter(cls: type) -> TypeAdapter:
 
 
 MEMBERSHIP_TARGETS = ("intercepted", "average")
+
+
+def _false_positive_rates(value: list[float]) -> list[float]:
+    """Rates strictly between 0 and 1 (a TPR at FPR 0 or 1 says nothing: 0 and 1 are the ROC's
+    ends), distinct as the row names them (`tpr@<rate>`, six significant digits), so no two
+    overwrite one key."""
+    wrong = next((rate for rate in value if not 0 < rate < 1), None)
+    if wrong is not None:
+        raise ValueError(f"false-positive rates lie strictly between 0 and 1, got {wrong}")
+    repeated = _first_repeat([f"{rate:g}" for rate in value])
+    if repeated is not None:
+        raise ValueError(f"the false-positive rate {repeated} appears twice (rows name each as tpr@{repeated}, to six "
+                         "significant digits)")
+    return value
 
 
 class MembershipConfig(ThreatConfig):
@@ -442,7 +459,9 @@ class MembershipConfig(ThreatConfig):
     rmia_score: one_of(RMIA_SCORES, "RMIA score") = Field(
         "refined", description="'refined': the paper's count with its ties broken by the mean log pairwise "
         "likelihood ratio; 'count': the count as is (eq. 4)")
-    fprs: list[float] = Field(default_factory=lambda: [0.001, 0.01])
+    fprs: Annotated[list[float], AfterValidator(_false_positive_rates)] = Field(
+        default_factory=lambda: [0.001, 0.01], description="false-positive rates the TPR is reported at, each in "
+        "(0, 1)")
     bootstrap: Annotated[int, AfterValidator(within("runs"))] = Field(1000, ge=0)
     confidence: float = Field(0.95, gt=0, lt=1)
 
@@ -484,6 +503,12 @@ _UNUSED = {"mechanism": _CANARY_FIELDS + _RECONSTRUCTION_FIELDS + _POSITION_ONLY
                                                                      "protocol", "statistic", "canary_norm")}
 MAX_POOL = 10_000
 """Candidates a reconstruction audit's prior may hold (κ compares every pair of them)."""
+MAX_THRESHOLD_DB = 200.0
+"""The highest PSNR threshold of a reconstruction audit (the lowest is above 0). PSNR on [0, 1]
+pixels is at least 0 dB (an MSE is at most 1), so a threshold at or below 0 makes every guess a
+success and bounds nothing (and −4,000 dB overflowed computing κ); a reconstruction equal to its
+target up to float32 rounding (pixels near 1 are 6·10⁻⁸ apart) already scores about 140 dB, so a
+threshold above 200 dB asks for nothing a float32 attack can show."""
 CANARY_METHODS = ("repeated", "one_run")
 PROTOCOLS = ("auto", "model", "held-out")
 STATISTICS = ("auto", "law", "projection")
@@ -571,8 +596,9 @@ class AuditConfig(_HearsLinks):
     scenario: str | None = Field(None, description="reconstruction: the defense's extraction scenario (default: "
                                  "its first)")
     round: int = Field(0, ge=0, description="reconstruction: the attacked round")
-    threshold_db: float = Field(30.0, description="reconstruction: a trial succeeds when the reconstruction's PSNR "
-                                "against the target is at least this many dB")
+    threshold_db: float = Field(30.0, gt=0, le=MAX_THRESHOLD_DB, description="reconstruction: a trial succeeds when "
+                                "the reconstruction's PSNR against the target is at least this many dB, in (0, "
+                                f"{MAX_THRESHOLD_DB:g}]")
     trials: Annotated[int, AfterValidator(within("runs"))] = Field(
         20, ge=1, description="reconstruction: independent trials (a fresh target and seed each)")
     pool: int = Field(1000, ge=1, le=MAX_POOL, description="reconstruction: candidate records of the prior, drawn "
@@ -618,6 +644,12 @@ class AuditConfig(_HearsLinks):
     def name(self) -> str:
         return self.label or (f"{self.mechanism} audit" if self.kind == "mechanism" else f"{self.kind} audit")
 
+    def pairs(self, agents: int) -> tuple[int, int]:
+        """A position audit's victims and attackers on a run of `agents` agents (at most: an
+        attacker holding a victim is not paired with it)."""
+        victims = agents if self.victims == "all" else len(self.victims or [self.victim])
+        return victims, len(self.attackers) if self.attackers is not None else agents - 1
+
 
 class Campaign(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -632,7 +664,7 @@ class Campaign(BaseModel):
     @property
     def text(self) -> str:
         """The campaign file's text, or, for a campaign given as a dict, the TOML it is equivalent
-        to (`privaudit.campaign.source.toml_text`): what a results folder keeps as campaign.toml."""
+        to (`privaudit.campaign.document.toml_text`): what a results folder keeps as campaign.toml."""
         return self._text
 
     def data_for(self, index: int) -> DataConfig:
@@ -642,8 +674,8 @@ class Campaign(BaseModel):
         if table.data is None:
             return self.data
         if "dataset" in table.data:
-            return DataConfig.model_validate(table.data)
-        return DataConfig.model_validate(self.data.model_dump(exclude_unset=True) | table.data)
+            return strictly(DataConfig, table.data)
+        return strictly(DataConfig, self.data.model_dump(exclude_unset=True) | table.data)
 
     def warnings(self) -> list[str]:
         """What the file leaves to a default that shapes every result: a `[[defense]]` table that
@@ -796,16 +828,23 @@ def _shown(value: Any) -> str:
 
 def parse_campaign(raw: dict[str, Any], source: str = "campaign", *, allow_code: bool = False,
                    text: str | None = None) -> Campaign:
-    """Validate a parsed TOML document, or a dict given from Python, once copied as plain data
-    (`privaudit.campaign.source.plain`); ConfigError with one line on the first bad field. `text`
-    is the file's text, kept with the campaign (`Campaign.text`; default: the TOML of `raw`). Its
-    size is checked against the limits (`privaudit.limits`) before any table is expanded. A
-    defense imported by path runs its module's code, so it is imported only when the campaign
-    lists that module in `[campaign] imports` and `allow_code` says the user agreed: the consent
-    goes with the validation to the one place a module is imported (`defenses.external.resolve`)."""
-    raw = plain(raw, source)
+    """Validate a parsed TOML document (or the dict a Python caller passes); ConfigError with one
+    line on the first bad field. What it holds is checked first (`privaudit.campaign.document`:
+    TOML's values only, nested at most `MAX_NESTING` deep, inf and nan refused everywhere, untyped
+    tables included, since no field means anything by them), then it is validated strictly (no
+    boolean or text for a number). Its size is checked against the limits (`privaudit.limits`)
+    before any table is expanded. A defense imported by path runs its module's code, so it is
+    imported only when the campaign lists that module in `[campaign] imports` and `allow_code`
+    says the user agreed: the consent goes with the validation to the one place a module is
+    imported (`defenses.external.resolve`), whatever containers the input came in. `text` is the
+    file's text, kept with the campaign (`Campaign.text`; default: the TOML of the document,
+    `privaudit.campaign.document.toml_text`)."""
     try:
-        campaign = Campaign.model_validate(raw, context={"consent": _consent(raw, allow_code)})
+        document = plain(raw)
+    except NotACampaignValue as error:
+        raise ConfigError(f"{source}: {_path(error.loc)}: {error.why}") from None
+    try:
+        campaign = strictly(Campaign, document, context={"consent": _consent(document, allow_code)})
     except ValidationError as error:
         raise ConfigError(f"{source}: {_one_line(error)}") from None
     seeds = len(campaign.campaign.seeds)
@@ -853,7 +892,7 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign", *, allow_code:
         if table.kind == "mechanism":
             params = MECHANISMS[table.mechanism].Params
             try:
-                params.model_validate(table.params)
+                strictly(params, table.params)
             except ValidationError as error:
                 raise ConfigError(f"{source}: {_one_line(error, ('audit', index, 'params'), list(params.model_fields))}"
                                   ) from None
@@ -863,10 +902,12 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign", *, allow_code:
             campaign.audit_targets(index)
         except ValueError as error:
             raise ConfigError(f"{source}: audit[{index}]: {error}") from None
+        if table.kind == "position":
+            _check_pairs(campaign, index, source)
     too_many = exceeded("cells", campaign.cell_count())
     if too_many:
         raise ConfigError(f"{source}: the campaign's cells: {too_many}")
-    campaign._text = text if text is not None else toml_text(raw, KEPT_HEADER)
+    campaign._text = text if text is not None else toml_text(document, KEPT_HEADER)
     return campaign
 
 
@@ -874,9 +915,32 @@ KEPT_HEADER = ("A campaign given to privaudit from Python, kept as the campaign 
                "(privaudit run of this file runs the same cells).")
 
 
+def _check_pairs(campaign: Campaign, index: int, source: str) -> None:
+    """ConfigError when position audit `index` pairs more victims with attackers on one of its
+    runs (each value of a grid's agents) than the `pairs` limit, before anything is built: each pair
+    is a least-squares model of the run, solved when the audit is checked and again when it runs
+    (every victim of a complete graph of 40 agents kept `check` busy 9 minutes; of 150, 22,350
+    pairs, for hours)."""
+    table = campaign.audit[index]
+    for target in campaign.audit_targets(index):
+        defense = campaign.defense[target]
+        for agents in defense.grid.get("agents", [defense.agents]):
+            victims, attackers = table.pairs(agents)
+            too_many = exceeded("pairs", victims * attackers)
+            if too_many:
+                raise ConfigError(f"{source}: audit[{index}]: {victims:,} victim(s) × {attackers:,} attacker(s) on "
+                                  f"'{defense.name}' ({agents:,} agents) = {too_many}")
+
+
+BOM = "\ufeff"
+"""A byte-order mark: editors on Windows (Notepad among them) write one at the start of a UTF-8
+file. It carries no content and no byte order in UTF-8, so a campaign file's is dropped, as
+Python's 'utf-8-sig' codec does, rather than failing as "Invalid statement" on line 1."""
+
+
 def _read_text(path: Path) -> str:
-    """A campaign file's text (TOML is UTF-8); ConfigError naming the file when it cannot be read
-    or is not UTF-8."""
+    """A campaign file's text (TOML is UTF-8; a leading byte-order mark is dropped: `BOM`);
+    ConfigError naming the file when it cannot be read or is not UTF-8."""
     try:
         data = read_regular(path, CAMPAIGN_BYTES, "campaign file")
     except FileNotFoundError:
@@ -884,7 +948,7 @@ def _read_text(path: Path) -> str:
     except PrivauditError as error:
         raise ConfigError(str(error)) from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix(BOM)
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise ConfigError(f"{path}: not UTF-8 text (byte {data[error.start]:#04x} on line {line}); TOML files are "
@@ -892,12 +956,21 @@ def _read_text(path: Path) -> str:
 
 
 def _parse_text(text: str, source: str, allow_code: bool = False) -> Campaign:
+    """Parse and validate a campaign's TOML text, its nesting bounded before the parser runs
+    (`privaudit.campaign.document.too_deep`). Besides its own decode errors, the parser lets one
+    ValueError through: Python's refusal to read an integer of more digits than
+    `sys.get_int_max_str_digits()`, which no TOML integer (64-bit, 19 digits) has."""
+    line = too_deep(text)
+    if line is not None:
+        raise ConfigError(f"{source}: line {line}: tables and arrays nested too deeply (more than {MAX_NESTING} "
+                          "levels; each part of a dotted key or table header, and each bracket, is one)")
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{source}: invalid TOML: {error}") from None
-    except RecursionError:
-        raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
+    except ValueError:
+        raise ConfigError(f"{source}: invalid TOML: an integer of more than {sys.get_int_max_str_digits():,} digits "
+                          "(TOML integers are 64-bit: at most 19 digits)") from None
     return parse_campaign(raw, source=source, allow_code=allow_code, text=text)
 
 
@@ -906,7 +979,7 @@ def _consent(raw: dict[str, Any], allow_code: bool) -> Consent:
     `[campaign]` table lists, and `allow_code`. An invalid `[campaign]` table grants nothing (its
     own error is reported when the campaign is validated)."""
     try:
-        info = CampaignInfo.model_validate(raw.get("campaign", {}))
+        info = strictly(CampaignInfo, raw.get("campaign", {}))
     except (ValidationError, AttributeError):
         return NO_CONSENT
     return Consent(tuple(info.imports), allow_code)

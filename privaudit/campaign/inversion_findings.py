@@ -215,12 +215,30 @@ def _failed(status: str, stopped_by: str, iterations: int, wall_s: float, store:
 
 
 def attack_batch_size(cell: AttackCell, defense: Defense) -> int:
-    """The number of images to reconstruct: the table's, else the defense's public batch size."""
+    """The number of images to reconstruct: the table's, else the defense's public batch size; a
+    ConfigError when it is more than an attacked agent holds (the victim, or each agent outside a
+    coalition): no batch of its has that many records, and 10⁷ images of a DLG attack asked for 5 GB
+    after training."""
     size = cell.attack.batch_size or views.batch_size(defense.name, defense.public())
     if not isinstance(size, int):
         raise ConfigError(f"{cell.where}: give batch_size: defense '{cell.training.run.kind}' has no "
                           "public batch size")
+    held = _fewest_records(cell, defense)
+    if held is not None and size > held:
+        raise ConfigError(f"{cell.where}: batch_size {size:,} exceeds the records of the attacked agent ({held:,}): "
+                          "an agent's batch is drawn from its own records")
     return size
+
+
+def _fewest_records(cell: AttackCell, defense: Defense) -> int | None:
+    """The fewest records an agent the attack targets holds (None when its victim names no agent:
+    the tap's check says so)."""
+    sizes = defense.setup.local.sizes
+    if cell.attack.threat == "coalition":
+        attacked = [k for k in range(len(sizes)) if k not in set(cell.attack.agents or [])]
+    else:
+        attacked = [cell.attack.victim] if cell.attack.victim < len(sizes) else []
+    return min((int(sizes[k]) for k in attacked), default=None)
 
 
 def batch_warnings(cell: AttackCell, defense: Defense) -> list[str]:
