@@ -11,12 +11,16 @@ own for `resnet18`) unless a builder's `init` option says otherwise; the caller 
 Where a paper leaves an architecture detail open, the builder's docstring states the choice.
 """
 
+import functools
 import inspect
+import json
 import math
+import typing
 from collections import OrderedDict
 from collections.abc import Callable
 
 import torch
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from torch import Tensor, nn
 
 from privaudit.limits import exceeded
@@ -426,22 +430,36 @@ def model_task(module: nn.Module) -> str:
     return getattr(module, "task", "classification")
 
 
+@functools.cache
+def _options(builder: Callable[..., nn.Module]) -> type[BaseModel]:
+    """The keyword options of a model builder as a strict model, from its signature's types: a
+    campaign's `model_options` are numbers one way, as every other field (no `true` for a float)."""
+    hints = typing.get_type_hints(builder)
+    fields = {parameter.name: (hints[parameter.name], parameter.default)
+              for parameter in inspect.signature(builder).parameters.values()
+              if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
+    return create_model(f"{builder.__name__}_options", __config__=ConfigDict(strict=True, extra="forbid"), **fields)
+
+
 def build_model(name: str, in_shape: tuple[int, ...], num_classes: int, **options) -> nn.Module:
     """Build model `name` for inputs of shape `in_shape` (no batch dimension)."""
     if name not in MODELS:
         raise ValueError(f"unknown model '{name}' (choose from {', '.join(MODELS)})")
     builder = MODELS[name]
-    accepted = [
-        parameter.name
-        for parameter in inspect.signature(builder).parameters.values()
-        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
-    ]
-    unknown = sorted(set(options) - set(accepted))
+    accepted = _options(builder)
+    unknown = sorted(set(options) - set(accepted.model_fields))
     if unknown:
         raise ValueError(
             f"unknown option(s) {', '.join(unknown)} for model '{name}' "
-            f"(accepted: {', '.join(accepted) or 'none'})"
+            f"(accepted: {', '.join(accepted.model_fields) or 'none'})"
         )
+    try:
+        checked = accepted.model_validate_json(json.dumps(options), strict=True)
+    except (ValidationError, TypeError) as error:
+        first = error.errors()[0] if isinstance(error, ValidationError) else {"loc": (), "msg": str(error)}
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"model '{name}' option {where}: {first['msg']}") from None
+    options = {key: getattr(checked, key) for key in options}
     in_shape = tuple(in_shape)
     if not in_shape or any(size < 1 for size in in_shape):
         raise ValueError(f"in_shape must be non-empty positive sizes, got {in_shape}")

@@ -516,3 +516,17 @@ def test_a_hard_link_planted_at_a_file_written_in_place_is_refused(finished, tmp
     err = one_line_error(capsys, ["run", str(campaign), "--out", str(copied), "--quiet", "--force"])
     assert name in err and "hard link" in err
     assert outside.unchanged()
+
+
+# Item 26, model options too: a model's options are numbers one way, as every other field
+
+
+@pytest.mark.parametrize("options, message", [("{ nonconvex_reg = true }", "nonconvex_reg"),
+                                               ('{ nonconvex_reg = "0.5" }', "nonconvex_reg"),
+                                               ("{ hidden = [true] }", "hidden.0")])
+def test_a_boolean_or_text_for_a_models_option_is_refused_at_check(tmp_path, capsys, options, message):
+    model = "mlp" if "hidden" in options else "logreg"
+    (tmp_path / "c.toml").write_text(f'[[defense]]\nkind = "dpsgd"\nagents = 3\nrounds = 1\nmodel = "{model}"\n'
+                                     f"model_options = {options}\n")
+    err = one_line_error(capsys, ["check", str(tmp_path / "c.toml"), "--out", str(tmp_path / "o")])
+    assert f"option {message}: Input should be a valid" in err
