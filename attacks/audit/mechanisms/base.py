@@ -97,16 +97,17 @@ class Mechanism(ABC):
         the sound bound and the exact curve of the first candidate pair (`laws.law_problem`). An
         arithmetic error there is the parameters' fault, never turned into a number; what depends
         on the audit's dimension and releases is refused where the exact curve is formed."""
+        beyond = f"{self.given()}: beyond what the accountants evaluate"
         try:
             for mechanism in (self, self.record_level()):
-                problem = None if mechanism is None else mechanism._reference_problem()
+                with np.errstate(all="ignore"):  # an overflow here is the answer, not a warning to print
+                    problem = None if mechanism is None else mechanism._reference_problem()
                 if problem:
-                    return f"{self.given()}: {problem}"
+                    return f"{beyond}: {problem}"
         except (ArithmeticError, RecursionError, ValueError) as error:
-            return (f"{self.given()}: the accountants cannot evaluate them ({type(error).__name__}: {error}); the noise "
-                    "scale and privacy loss must be representable numbers")
+            return f"{beyond} (their arithmetic fails: {type(error).__name__}: {error})"
         except ConfigError as error:
-            return f"{self.given()}: {error}"
+            return f"{beyond}: {error}"
         return None
 
     def _reference_problem(self) -> str | None:
