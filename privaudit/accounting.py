@@ -51,6 +51,10 @@ OUTSIDE_RANGE = "outside its theorem's range"
 """The finding that makes a claim unrefutable in a run: the theorem (or a lemma its proof uses)
 does not cover the run's parameters, so no audit of the run can contradict it."""
 
+VACUOUS = "vacuous claim"
+"""The finding of a claim that constrains nothing (δ ≥ 1 or ε = ∞): every mechanism satisfies it,
+so no audit can refute it and an audit's verdict says so."""
+
 Unit = Literal["record", "gradient", "state"]
 
 
@@ -166,9 +170,9 @@ class Claim:
         if self.notion == "none":
             return found
         if self.delta is not None and self.delta >= 1:
-            found.append(("vacuous claim", f"the claimed δ = {self.delta:g} ≥ 1 constrains nothing"))
+            found.append((VACUOUS, f"the claimed δ = {self.delta:g} ≥ 1 constrains nothing"))
         elif self.eps_claimed is not None and math.isinf(self.eps_claimed):
-            found.append(("vacuous claim", "the claimed ε = ∞ constrains nothing"))
+            found.append((VACUOUS, "the claimed ε = ∞ constrains nothing"))
         if self.eps_sound is None and self.delta_sound is None:
             found.append(("no sound bound", f"no sound bound exists for the mechanism the code runs: {self.sound_method}"))
         return found

@@ -71,6 +71,13 @@ LIMITS = {
     "steps": Limit("PRIVAUDIT_MAX_STEPS", 10_000, "steps one mechanism composes or schedules (LT-ADMM-DP's "
                    "local steps τ, the Wang & Zhang iteration k; the accountants' arrays grow with them: "
                    "τ = 1e9 asked for 16 GB)"),
+    "drawn_agents": Limit("PRIVAUDIT_MAX_DRAWN_AGENTS", 100, "agents of a position audit's graph the report draws "
+                          "(the layout's time and memory grow with their square: 1,000 agents took 18 s, 10,000 ran "
+                          "out of memory at 5.6 GB); a larger graph is named, not drawn"),
+    "shown_pairs": Limit("PRIVAUDIT_MAX_SHOWN_PAIRS", 2_000, "pairs of one position audit the report plots and "
+                         "lists (victims = \"all\" on 1,000 agents holds 999,000; 999 pairs took 9 s to plot): the "
+                         "strongest at each distance, then the strongest of the rest; the page says how many it "
+                         "leaves to the rows"),
 }
 
 

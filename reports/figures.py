@@ -13,7 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import NullLocator  # noqa: E402
+from matplotlib.ticker import MaxNLocator, NullLocator  # noqa: E402
 
 from privaudit.errors import printable  # noqa: E402
 from reports.notation import unicode_text  # noqa: E402
@@ -410,29 +410,56 @@ def privacy_utility(families: list[dict[str, Any]], parameter: str, noise_edge: 
     return to_data_uri(figure)
 
 
+_DISTANCE_TICKS = 20
+"""A position figure marks each distance up to this many; beyond, matplotlib's whole-number ticks."""
+
+Series = tuple[str, str, bool, int, int]
+"""How a kind of point is drawn: marker, colour, hollow, size, z-order."""
+
+
+def _position_series(pairs: list[dict[str, Any]]) -> dict[Series, tuple[list[float], list[float]]]:
+    """Every point of `position_distance`, grouped by how it is drawn: a pair's ε lower bound
+    (filled; a coalition's a square), its estimate (hollow), the pairwise claim and the exact
+    linear-Gaussian loss where finite; x is the distance, offset 0.06 per earlier pair at that
+    distance, less where more than 8 share it."""
+    counts: dict[int, int] = {}
+    for pair in pairs:
+        counts[pair["distance"]] = counts.get(pair["distance"], 0) + 1
+    seen: dict[int, int] = {}
+    series: dict[Series, tuple[list[float], list[float]]] = {}
+
+    def add(kind: Series, x: float, y: float) -> None:
+        xs, ys = series.setdefault(kind, ([], []))
+        xs.append(x)
+        ys.append(y)
+
+    for pair in pairs:
+        distance = pair["distance"]
+        x = distance + min(0.06, 0.5 / counts[distance]) * seen.get(distance, 0)
+        seen[distance] = seen.get(distance, 0) + 1
+        shape = "o" if len(pair["attacker"]) == 1 else "s"
+        add((shape, "#cf222e", False, 6, 4), x, pair["eps_lb"])
+        if pair.get("eps_estimate") is not None:
+            add((shape, "#cf222e", True, 8, 3), x, pair["eps_estimate"])
+        for key, marker, colour in (("eps_pair_claimed", "D", "#1d232a"), ("eps_pair_linear", "s", "#0969da")):
+            value = pair.get(key)
+            if isinstance(value, float) and math.isfinite(value):
+                add((marker, colour, True, 7, 2), x, value)
+    return series
+
+
 def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed: float | None, title: str) -> str:
     """A position audit's pairs against the graph distance between attacker and victim: each
     attacker's ε lower bound (filled; a coalition's as a square) and its ε estimate (hollow, not a
     bound), the pairwise network accountant's figures where it gives them (the pair's claim, e.g.
     Muffliato's, and the exact loss of its linear-Gaussian view), and the defense's own claimed and
-    sound ε, which hold for every attacker, as horizontal lines. A linear axis: bounds of 0 stay on it."""
+    sound ε, which hold for every attacker, as horizontal lines. A linear axis: bounds of 0 stay on it.
+    Pairs at one distance sit side by side, within half a hop however many they are; each kind of
+    point is one series (`_position_series`), so the work is a few artists whatever the pairs."""
     figure, axis = plt.subplots(figsize=(6.4, 3.6))
-    spread = {}
-    for pair in pairs:
-        distance = pair["distance"]
-        offset = 0.06 * spread.setdefault(distance, 0)
-        spread[distance] += 1
-        single = len(pair["attacker"]) == 1
-        axis.plot(distance + offset, pair["eps_lb"], marker="o" if single else "s", color="#cf222e", linestyle="none",
-                  markersize=6, zorder=4)
-        if pair.get("eps_estimate") is not None:
-            axis.plot(distance + offset, pair["eps_estimate"], marker="o" if single else "s", color="#cf222e",
-                      markerfacecolor="none", linestyle="none", markersize=8, zorder=3)
-        for key, marker, colour in (("eps_pair_claimed", "D", "#1d232a"), ("eps_pair_linear", "s", "#0969da")):
-            value = pair.get(key)
-            if isinstance(value, float) and math.isfinite(value):
-                axis.plot(distance + offset, value, marker=marker, color=colour, markerfacecolor="none",
-                          linestyle="none", markersize=7, zorder=2)
+    for (marker, colour, hollow, size, order), (xs, ys) in _position_series(pairs).items():
+        axis.plot(xs, ys, marker=marker, color=colour, markerfacecolor="none" if hollow else colour, linestyle="none",
+                  markersize=size, zorder=order)
     for value, colour, style, label in ((claimed, "#1d232a", "-.", "claimed ε of the defense"),
                                         (sound, "#0969da", "--", "sound ε of the defense")):
         if isinstance(value, float) and math.isfinite(value):
@@ -448,7 +475,10 @@ def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed:
         handles.append(plt.Line2D([], [], marker="s", color="#cf222e", linestyle="none", label="a coalition's bound"))
     handles += [line for line in axis.get_lines() if not line.get_label().startswith("_")]
     distances = sorted({pair["distance"] for pair in pairs})
-    axis.set_xticks(distances)
+    if len(distances) <= _DISTANCE_TICKS:
+        axis.set_xticks(distances)
+    else:
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.set_xlabel("graph distance from the victim (hops)")
     axis.set_ylabel("ε")
     axis.set_ylim(bottom=0)

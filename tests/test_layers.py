@@ -37,9 +37,10 @@ def engine(module: str) -> bool:
             and not cli(module))
 
 
-READ_BY_REPORTS = {"privaudit", "privaudit.store", "privaudit.files", "privaudit.errors"}
+READ_BY_REPORTS = {"privaudit", "privaudit.store", "privaudit.files", "privaudit.errors", "privaudit.limits"}
 """What reports may use of the engine: the results store they read rows through, the guarded
-reader of a results folder's other files, and errors."""
+reader of a results folder's other files, errors, and the limits that bound their own work on a
+folder (how much of a position audit's graph and pairs to draw)."""
 
 
 def _any(*layers):

@@ -63,7 +63,14 @@ def eps_lower_bound(fpr_upper: Any, fnr_upper: Any, delta: float) -> np.ndarray:
 def delta_lower_bound(fpr_upper: Any, fnr_upper: Any, eps: float) -> np.ndarray:
     """δ_LB(ε) = max(1 − β̄ − e^ε ᾱ, 1 − ᾱ − e^ε β̄, 0) (module docstring)."""
     a, b = np.asarray(fpr_upper, dtype=np.float64), np.asarray(fnr_upper, dtype=np.float64)
-    growth = math.exp(eps)
+    try:
+        growth = math.exp(eps)
+    except OverflowError:
+        # e^ε is beyond floats (ε > 709.78: a claim of ε = 720 is legitimate, if meaningless):
+        # e^ε·rate in logs, infinite where it is, so the bound is 0 but for a vanishing rate
+        with np.errstate(divide="ignore", over="ignore"):
+            return np.maximum(np.maximum(1.0 - b - np.exp(np.log(a) + eps), 1.0 - a - np.exp(np.log(b) + eps)),
+                              0.0)
     return np.maximum(np.maximum(1.0 - b - growth * a, 1.0 - a - growth * b), 0.0)
 
 

@@ -31,7 +31,7 @@ from attacks.audit.bounds import SELECT_FRACTION, Bound, Target, bound_test, cho
 from attacks.audit.mechanisms import (NORMS, ROUNDING_DECIMALS, Mechanism, MechanismClaim, Pair, Setting, Sound, build,
                                       privacy_curve)
 from attacks.audit.verdict import Verdict, decide
-from privaudit.accounting import Claim
+from privaudit.accounting import VACUOUS, Claim
 from privaudit.errors import ConfigError
 from privaudit.limits import MAX_SEED, require
 
@@ -191,6 +191,10 @@ def judge(audited: MechanismClaim | None, title: str, pair: Pair, eps_bound: Bou
     """The verdict on the claim the mechanism states, by the one rule of `attacks.audit.verdict`: the
     bound exceeds the claim when, at the claimed ε, the outputs force a δ above the claimed δ.
 
+    A vacuous claim (δ ≥ 1 or ε = ∞: `privaudit.accounting.VACUOUS`) is consistent with every
+    output, and the reason says first that it claims no privacy, as a campaign's verdict carries
+    the finding beside it.
+
     Not evaluable when no claim is stated, when the statement cannot be compared with one
     release (then a stated reading is compared, and said to be a reading), or when the pair the
     search found lies outside the claim's adjacency (such a pair cannot refute it)."""
@@ -228,6 +232,10 @@ def judge(audited: MechanismClaim | None, title: str, pair: Pair, eps_bound: Bou
         measured += (f"; ε_LB = {eps_bound.value:.4g} at δ = {eps_bound.at:.4g} against the claimed "
                      f"ε = {audited.eps:.4g}")
         ratio = eps_bound.value / audited.eps
+    vacuous = [text for kind, text in audited.claim.analytic() if kind == VACUOUS]
+    if vacuous and not audited.claim.outside():
+        return Verdict("consistent", statement, f"a vacuous claim: {vacuous[0]}, so it claims no privacy and no output "
+                       f"can refute it; {measured}")
     return decide(audited.claim, statement, exceeds=exceeds,
                   found=delta_bound.value > 0 or eps_bound.value > 0, measured=measured, ratio=ratio)
 

@@ -7,23 +7,40 @@ each method says); `register` adds a subclass to `MECHANISMS`, and `build` makes
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from attacks.audit.mechanisms.adjacency import Pair, Setting
 from attacks.audit.mechanisms.claims import MechanismClaim, Sound
-from attacks.audit.mechanisms.laws import Factor
+from attacks.audit.mechanisms.laws import Factor, law_problem, privacy_curve
 from privaudit.errors import ConfigError
 
 
 class MechanismParams(BaseModel):
     """Base of every mechanism's parameters; unknown fields are errors, and so are inf and nan
-    (`eps=inf` is no mechanism the accountants can analyse)."""
+    (`eps=inf` is no mechanism the accountants can analyse), and so are finite values whose noise
+    scale or privacy loss the accountants cannot evaluate (`Mechanism.unaccountable`): refused
+    here, every audit and a campaign's `check` refuse them before anything is sampled."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    mechanism: ClassVar[type[Mechanism] | None] = None
+    """The mechanism these parameters belong to (`register` sets it)."""
+
+    def consistent(self) -> None:
+        """ValueError when the parameters contradict one another; checked before the accountants."""
+
+    @model_validator(mode="after")
+    def _accountable(self) -> MechanismParams:
+        self.consistent()
+        if self.mechanism is not None:
+            problem = self.mechanism(self).unaccountable()
+            if problem:
+                raise ValueError(problem)
+        return self
 
 
 class Mechanism(ABC):
@@ -73,13 +90,67 @@ class Mechanism(ABC):
         is already the record level, or has no record-level bound."""
         return None
 
+    def unaccountable(self) -> str | None:
+        """Why the accountants cannot evaluate this mechanism at its parameters, in one phrase that
+        names them; None when they can. Tried where every audit starts, one release of one
+        coordinate under ℓ1 (`REFERENCE`), at the claim's relation and the record level: the claim,
+        the sound bound and the exact curve of the first candidate pair (`laws.law_problem`). An
+        arithmetic error there is the parameters' fault, never turned into a number; what depends
+        on the audit's dimension and releases is refused where the exact curve is formed."""
+        beyond = f"{self.given()}: beyond what the accountants evaluate"
+        try:
+            for mechanism in (self, self.record_level()):
+                with np.errstate(all="ignore"):  # an overflow here is the answer, not a warning to print
+                    problem = None if mechanism is None else mechanism._reference_problem()
+                if problem:
+                    return f"{beyond}: {problem}"
+        except (ArithmeticError, RecursionError, ValueError) as error:
+            return f"{beyond} (their arithmetic fails: {type(error).__name__}: {error})"
+        except ConfigError as error:
+            return f"{beyond}: {error}"
+        return None
+
+    def _reference_problem(self) -> str | None:
+        """What goes wrong at `REFERENCE` (see `unaccountable`): releases that are not numbers, an
+        exact curve the accountant cannot form, a claim or sound bound that is NaN."""
+        pair = self.candidates(REFERENCE.norm, REFERENCE.dim)[0]
+        law = self.law(pair)
+        problem = law_problem(law, REFERENCE.releases) if law else None
+        if problem:
+            return problem
+        if not np.all(np.isfinite(self.sample(pair.x_prime, 4, np.random.default_rng(0)))):
+            return "its releases overflow floating point (a noise scale or a shift beyond it)"
+        claim = self.claim(REFERENCE)
+        at = claim.eps if claim is not None and claim.eps is not None else 0.0
+        sound = self.sound(REFERENCE, at)
+        figures = {"sound ε": sound.eps, "sound δ": sound.delta}
+        if law:
+            curve = privacy_curve(law, REFERENCE.releases)
+            figures |= {"exact ε": curve.epsilon(REFERENCE.delta), "exact δ": curve.delta(at)}
+        if claim is not None:
+            figures |= {"claimed ε": claim.claim.eps_claimed, "claimed δ": claim.claim.delta}
+        undefined = [name for name, value in figures.items() if isinstance(value, float) and math.isnan(value)]
+        return f"its accountant's {' and '.join(undefined)} are not numbers (NaN)" if undefined else None
+
+    def given(self) -> str:
+        """The parameters set, as `name = value` (the defaults when none is)."""
+        named = ", ".join(f"{name} = {getattr(self.params, name)}" for name in sorted(self.params.model_fields_set))
+        return named or "its defaults"
+
 
 MECHANISMS: dict[str, type[Mechanism]] = {}
 
 
+REFERENCE = Setting(1.0, 1, 1, 1e-5)
+"""One release of one coordinate under ℓ1, at δ = 1e-5: where `Mechanism.unaccountable` tries the
+accountants."""
+
+
 def register(cls: type[Mechanism]) -> type[Mechanism]:
-    """Class decorator: make a mechanism available to `privaudit audit` under `cls.name`."""
+    """Class decorator: make a mechanism available to `privaudit audit` under `cls.name`, and tie
+    its parameters to it (their validation asks it whether the accountants can evaluate them)."""
     MECHANISMS[cls.name] = cls
+    cls.Params.mechanism = cls
     return cls
 
 

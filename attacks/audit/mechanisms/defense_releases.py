@@ -18,7 +18,7 @@ from typing import Annotated, ClassVar, Literal
 
 import dp_accounting
 import numpy as np
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
 from scipy.stats import binom
 
 from attacks.audit.mechanisms.adjacency import Pair, Setting, l1_reach, l2_reach
@@ -103,11 +103,9 @@ class RoundParams(MechanismParams):
     samples: int = Field(1000, ge=1, description="m_i, the agent's local dataset size")
     gamma: float = Field(0.1, gt=0, description="local step size γ; the release is γ Σ_t g_i(φ^t)")
 
-    @model_validator(mode="after")
-    def _batch_fits(self) -> RoundParams:
+    def consistent(self) -> None:
         if self.batch_size > self.samples:
             raise ValueError(f"batch_size {self.batch_size} exceeds samples m_i = {self.samples}")
-        return self
 
 
 @register

@@ -106,6 +106,13 @@ class OneBit(Mechanism):
                      "worst_case_delta with threshold 2r: flat (0, δ) curve" + ("" if worst.exact else ", a bound"))
 
 
+def _theorem3_delta(r: float) -> float:
+    """Theorem 3's δ = 1/r as the probability it bounds: at r ≤ 1 the formula gives δ ≥ 1, which
+    claims no privacy, the same as δ = 1 (every mechanism is (0, 1)-DP), so the claim holds 1 and
+    says it is vacuous (`privaudit.accounting.Claim.analytic`), never a δ that is no probability."""
+    return min(1.0, 1.0 / r)
+
+
 class TernaryParams(MechanismParams):
     r: float = Field(4.0, gt=0, description="threshold r: levels {−r, 0, r}; Theorem 3's δ = 1/r")
 
@@ -174,13 +181,14 @@ class Ternary(Mechanism):
         from privaudit.quantizers import worst_case_delta
 
         r, dim, releases, norm = self.params.r, setting.dim, setting.releases, setting.norm
-        claimed = 1.0 / r
+        claimed = _theorem3_delta(r)
         sound = self.sound(setting, 0.0)
         per_norm = {p: worst_case_delta(r, dim=dim, norm=p).delta for p in (1.0, 2.0, math.inf)}
+        held = f"(0, {claimed:.4g})" if claimed < 1 else "(0, 1) (1/r ≥ 1: no privacy)"
         statements = (
-            f"Theorem 3 (one iteration, ‖x − y‖₁ ≤ 1): (0, 1/r) = (0, {claimed:.4g})-DP; exact worst-case "
+            f"Theorem 3 (one iteration, ‖x − y‖₁ ≤ 1): (0, 1/r) = {held.replace(')', ')-DP', 1)}; exact worst-case "
             f"δ = {per_norm[1.0]:.4g}",
-            f"Remark 6 (any ℓp norm): the same (0, {claimed:.4g}); exact worst-case δ in dimension {dim}: "
+            f"Remark 6 (any ℓp norm): the same {held}; exact worst-case δ in dimension {dim}: "
             f"ℓ2 {per_norm[2.0]:.4g}, ℓ∞ {per_norm[math.inf]:.4g}",
             f"Remark 10 (budget grows roughly like √T): over T = {releases} release(s) of the same input under "
             f"{norm_name(norm)} ≤ 1 the exact worst case is δ_T = {sound.delta:.4g} at every ε ≥ 0, against "
@@ -196,7 +204,7 @@ class Ternary(Mechanism):
                       f"({'Theorem 3' if norm == 1 else 'Remark 6'})",
             eps_claimed=0.0, eps_stated=None, eps_sound=sound.eps, delta=claimed, horizon=releases,
             equation=f"Theorem 3: Definition 2's ternary quantizer is (0, 1/r)-DP per iteration; r = {r:g} → "
-                     f"δ = {claimed:.4g}",
+                     + (f"δ = {claimed:.4g}" if claimed < 1 else f"1/r = {1 / r:.4g} ≥ 1: δ = 1, no privacy claimed"),
             sound_method=sound.method, delta_sound=sound.delta, statements=statements,
         )
         if releases == 1:
