@@ -21,3 +21,17 @@ def defense_of():
         return build_defense(expand(small_campaign([table], seeds=(seed,), **data))[0])
 
     return build
+
+
+@pytest.fixture(scope="module")
+def tiny_results(tmp_path_factory):
+    """A finished tiny run's results folder (DP-D-PSGD without noise on 4 agents, 2 rounds), with
+    its campaign file `c.toml` beside it; one per test module, which may change its copy."""
+    from privaudit.cli import main
+
+    out = tmp_path_factory.mktemp("results") / "out"
+    campaign = out.parent / "c.toml"
+    campaign.write_text('[campaign]\nname = "tiny"\n[data]\ndataset = "digits"\nmax_train = 200\n'
+                        '[[defense]]\nkind = "dpsgd"\nagents = 4\nrounds = 2\neval_every = 2\nbatch_size = 8\n')
+    assert main(["run", str(campaign), "--out", str(out), "--quiet"]) == 0
+    return out

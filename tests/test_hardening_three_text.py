@@ -69,14 +69,8 @@ def _labelled(table: str, label: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    """A finished tiny run's results folder, with its campaign file beside it."""
-    out = tmp_path_factory.mktemp("results") / "out"
-    campaign = out.parent / "c.toml"
-    campaign.write_text('[campaign]\nname = "tiny"\n[data]\ndataset = "digits"\nmax_train = 200\n'
-                        '[[defense]]\nkind = "dpsgd"\nagents = 4\nrounds = 2\neval_every = 2\nbatch_size = 8\n')
-    assert main(["run", str(campaign), "--out", str(out), "--quiet"]) == 0
-    return out
+def results(tiny_results):
+    return tiny_results
 
 
 def _relabelled(results, folder, label: str):
