@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import os
 import signal
@@ -44,7 +43,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from privaudit import __version__, threads
-from privaudit.errors import ConfigError, PrivauditError, UsageError, printable
+from privaudit.errors import ConfigError, PrivauditError, UsageError, json_text, printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -149,11 +148,12 @@ def _gate(results_dir: str | Path, found: dict, fail_on: list[str]) -> int:
     stdout stays JSON); 0 otherwise, and without `--fail-on`."""
     if not fail_on:
         return 0
-    from reports.gate import failing, gate_line, write_gate_files
+    from reports.gate import gate_fails, gate_line, write_gate_files
 
     written = write_gate_files(results_dir, found, fail_on)
-    print(f"{gate_line(found, fail_on)} (verdicts: {written[0]}, {written[1]})", file=sys.stderr)
-    return 1 if failing(found, fail_on) else 0
+    print(f"{gate_line(found, fail_on)} (verdicts: {printable(str(written[0]))}, {printable(str(written[1]))})",
+          file=sys.stderr)
+    return 1 if gate_fails(found, fail_on) else 0
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -178,7 +178,7 @@ def _list(args: argparse.Namespace) -> int:
     found = catalogue(args.kind)
     form = "json" if args.json else args.format
     if form == "json":
-        print(json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False, default=str))
+        print(json_text(json_safe(found), indent=2, allow_nan=False, default=str))
     elif form == "markdown":
         from privaudit.campaign.catalogue import catalogue_markdown
 
@@ -226,7 +226,7 @@ def _claims(args: argparse.Namespace) -> int:
     with _about(args.campaign):
         rows = claims(campaign)
     if args.json:
-        print(json.dumps(json_safe(rows), indent=2, allow_nan=False))
+        print(json_text(json_safe(rows), indent=2, allow_nan=False))
         return 0
     columns = list(_CLAIM_COLUMNS)
     if any(row["delta_sound"] is not None for row in rows):
@@ -254,7 +254,7 @@ def _claims(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from privaudit.files import write_inside
+    from privaudit.files import placed, write_inside
     from privaudit.store import output_file
     from reports.html import render_report
 
@@ -269,9 +269,9 @@ def _report(args: argparse.Namespace) -> int:
 
             found = summary(args.results_dir)
         if args.format == "json":
-            text = json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False)
+            text = json_text(json_safe(found), indent=2, allow_nan=False)
             if output is not None:
-                write_inside(output.parent, output.name, (text + "\n").encode("utf-8"), "the report")
+                write_inside(*placed(args.results_dir, output), (text + "\n").encode("utf-8"), "the report")
             else:
                 print(text)
             _say_skipped(args.results_dir)
@@ -313,7 +313,7 @@ def _audit(args: argparse.Namespace) -> int:
                    seed=args.seed, claim_eps=args.claim_eps, claim_delta=args.claim_delta)
     row = report.as_dict()
     if args.json:
-        print(json.dumps(row, indent=2))
+        print(json_text(row, indent=2))
         return 0
     params = ", ".join(f"{key} = {_number(value)}" for key, value in row["params"].items())
     print(f"{report.title} ({params}); adjacency {row['adjacency']}, dim {row['dim']}, {row['releases']} "

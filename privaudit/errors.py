@@ -5,8 +5,10 @@ else is a bug and keeps its traceback.
 """
 
 import functools
+import json
 import re
 import unicodedata
+from typing import Any
 
 _BREAKS = re.compile(r"\s*[\r\n]+\s*")
 
@@ -67,15 +69,16 @@ class _Shown(dict):
     costs one lookup each in C. It forgets what it learnt past `_SHOWN_CACHE` code points, so a
     text holding every code point cannot grow it without bound."""
 
-    def __init__(self, allowed: str) -> None:
+    def __init__(self, allowed: str, escape=escaped) -> None:
         super().__init__()
         self.allowed = allowed
+        self.escape = escape
 
     def __missing__(self, code: int) -> str:
         if len(self) >= _SHOWN_CACHE:
             self.clear()
         char = chr(code)
-        shown = escaped(char) if _unsafe(char, self.allowed) else char
+        shown = self.escape(char) if _unsafe(char, self.allowed) else char
         self[code] = shown
         return shown
 
@@ -86,6 +89,23 @@ _SHOWN_CACHE = 1 << 16
 @functools.cache
 def _table(allowed: str) -> _Shown:
     return _Shown(allowed)
+
+
+def _json_escaped(char: str) -> str:
+    """One character as a JSON string escape (`\\u202e`; a surrogate pair beyond the BMP)."""
+    data = char.encode("utf-16-be", "surrogatepass")
+    return "".join(f"\\u{int.from_bytes(data[i:i + 2], 'big'):04x}" for i in range(0, len(data), 2))
+
+
+_JSON_SHOWN = _Shown("\n", _json_escaped)
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False, **options)` with every character a terminal would
+    not show as itself (`UNSAFE`) written as its JSON escape: the same data for a JSON reader,
+    and a label holding U+202E or an escape sequence never reaches the terminal raw. JSON escapes
+    the control characters below U+0020 itself, so a raw newline is only the indent's."""
+    return json.dumps(value, ensure_ascii=False, **options).translate(_JSON_SHOWN)
 
 
 def printable(text: str, allowed: str = "") -> str:

@@ -27,7 +27,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from privaudit.errors import PrivauditError
+from privaudit.errors import PrivauditError, printable
 
 CAMPAIGN_BYTES = 4 * 2**20
 """The largest campaign file read (the shipped ones are under 20 kB)."""
@@ -67,7 +67,18 @@ def read_inside(folder: str | Path, relative: str | PurePosixPath, limit: int, w
             raise
         except OSError as error:
             raise PrivauditError(f"{what} {path} cannot be read ({_what_is(parent, parts[-1], error)})") from None
-        return _read_handle(handle, path, limit, what)
+        return _read_handle(handle, path, limit, what, single_link=True)
+
+
+def placed(folder: str | Path, target: str | Path) -> tuple[Path, str]:
+    """The folder and relative path `write_inside` should write `target` as: below `folder` when
+    `target` lies there as written (its `..` resolved by name, no link followed), so a link
+    planted in a folder of a results folder is refused rather than followed out of it; else its
+    own folder and name (a path the user gave outside, followed as given)."""
+    base, absolute = Path(os.path.abspath(folder)), Path(os.path.abspath(target))
+    if base in absolute.parents:
+        return base, absolute.relative_to(base).as_posix()
+    return Path(target).parent, Path(target).name
 
 
 def write_inside(folder: str | Path, relative: str | PurePosixPath, data: bytes, what: str) -> Path:
@@ -146,6 +157,8 @@ def linked_paths(folder: str | Path, limit: int = 1_000_000) -> list[Path]:
 
 def _parts(relative: str | PurePosixPath, what: str) -> tuple[str, ...]:
     """The components of a relative path that stays below its folder (no '..', not absolute)."""
+    if "\0" in str(relative):
+        raise PrivauditError(f"{what} {printable(str(relative))}: a path holding a NUL character")
     parts = PurePosixPath(relative).parts
     if not parts or PurePosixPath(relative).is_absolute() or any(part in ("..", ".") for part in parts):
         raise PrivauditError(f"{what} {relative!s}: not a path inside its folder")
@@ -221,12 +234,16 @@ def _temporary(parent: int, name: str, path: Path, what: str) -> tuple[int, str]
                          "taken (something is planting files there)")
 
 
-def _read_handle(handle: int, path: Path, limit: int, what: str) -> bytes:
-    """Read an open file: a regular file of at most `limit` bytes, else a PrivauditError."""
+def _read_handle(handle: int, path: Path, limit: int, what: str, single_link: bool = False) -> bytes:
+    """Read an open file: a regular file of at most `limit` bytes, else a PrivauditError. With
+    `single_link`, a file with other hard links is refused too: inside an output folder a
+    second name is one someone planted, and may be a file of theirs outside it."""
     try:
         info = os.fstat(handle)
         if not stat.S_ISREG(info.st_mode):
             raise PrivauditError(f"{what} {path} is {_kind(info.st_mode)}, not a regular file")
+        if single_link and info.st_nlink > 1:
+            raise PrivauditError(f"{what} {path} has {info.st_nlink} hard links: a file in an output folder has one")
         if info.st_size > limit:
             raise PrivauditError(f"{what} {path} is {info.st_size:,} bytes, more than the {limit:,} read")
         with os.fdopen(handle, "rb", closefd=False) as stream:

@@ -57,11 +57,16 @@ LIMITS = {
     "pairs": Limit("PRIVAUDIT_MAX_PAIRS", 1_000, "victim–attacker pairs of one position audit (each solves a "
                    "least-squares model of the run at check and again at run time: every victim of a complete "
                    "graph of 40 agents, 1,560 pairs, kept check busy 9 minutes)"),
+    "position_work": Limit("PRIVAUDIT_MAX_POSITION_WORK", 100_000, "millions of multiply-adds of one position "
+                           "audit's least-squares models (over its victims and attackers, states × updates × the "
+                           "smaller of the two: 29,000 took 8 s on 2 cores; a ring of 4 over 3,000 rounds asks "
+                           "972,000 per attacker), solved at check and again at run time"),
     "samples": Limit("PRIVAUDIT_MAX_SAMPLES", 100_000_000, "values a mechanism audit samples per input "
                      "(dim × releases × samples)"),
     "memory": Limit("PRIVAUDIT_MAX_MEMORY_MB", 8192, "megabytes of the largest tensor one run forms (agents × "
                     "batch × model parameters × 4 bytes: a clipping defense's per-sample gradients; an MLP of 60 "
-                    "layers of 1000 under DP-D-PSGD at batch 32 asked for 32.6 GB)"),
+                    "layers of 1000 under DP-D-PSGD at batch 32 asked for 32.6 GB) or one inversion attack keeps "
+                    "(its L-BFGS pairs, history_size × restarts × batch × image: 100,000 restarts asked for 24 GB)"),
     "workers": Limit("PRIVAUDIT_MAX_WORKERS", len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                      else os.cpu_count() or 1, "local worker processes (this machine's cores: each worker runs "
                      "one thread, and more than the cores only share them; 12 workers on 2 cores ran 4× slower "
@@ -81,6 +86,11 @@ LIMITS = {
 }
 
 
+MIN_FPR = 1e-9
+"""The smallest false-positive rate a membership table may ask for: a TPR at rate r needs 1/r
+non-members (`reports.membership.needed_non_members`), and 10⁹ is past the `records` limit."""
+
+
 def limit(name: str) -> int:
     """The current bound `name`: its environment variable when set, else its default; a
     ConfigError when the variable is not a whole number >= 1."""
@@ -93,7 +103,8 @@ def limit(name: str) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise ConfigError(f"{entry.variable}: expected a whole number >= 1, got {text!r}")
+        shown = text if len(text) <= 40 else f"{text[:40]}… ({len(text):,} characters)"
+        raise ConfigError(f"{entry.variable}: expected a whole number >= 1, got {shown!r}")
     return value
 
 

@@ -79,6 +79,32 @@ class Reading:
         return f"{self.path}: skipped {count} unreadable line{'s' * (count > 1)} ({shown}{more})"
 
 
+def _heal_tail(handle: int) -> bool:
+    """Make the rows file end where a new line may start: a last line without its newline that is
+    not JSON is a row torn by a write that failed (a full disk, a kill): its cell has no row and
+    runs again, so the torn bytes are cut off; a last line that is JSON (a row whose newline alone
+    was lost) is kept. True when the file now ends with a newline (or is empty), False when the
+    line kept still needs one."""
+    size = os.fstat(handle).st_size
+    if not size or os.pread(handle, 1, size - 1) == b"\n":
+        return True
+    start, chunk = size, 1 << 16
+    while start > 0:
+        begin = max(0, start - chunk)
+        found = os.pread(handle, start - begin, begin).rfind(b"\n")
+        if found >= 0:
+            start = begin + found + 1
+            break
+        start = begin
+    tail = os.pread(handle, size - start, start) if size - start <= RESULTS_BYTES else None
+    try:
+        json.loads(tail if tail is not None else b"")
+        return False
+    except ValueError:
+        os.ftruncate(handle, start)
+        return True
+
+
 class ResultsStore:
     """The results of one campaign, in `directory/results.jsonl`."""
 
@@ -112,7 +138,7 @@ class ResultsStore:
         """Append `row`, checked against the row schema and stamped with its version (`rows.checked`).
         The line is written with one `write` (O_APPEND) and flushed; a write that fails (a full disk,
         a file-size limit) is a one-line PrivauditError, and the torn line it may leave is skipped by
-        `read` and set apart by the next append."""
+        `read` and cut off by the next append (`_heal_tail`), so a resumed folder heals."""
         line = encode(rows.checked(row)) + "\n"
         self._make_directory()
         try:
@@ -122,8 +148,7 @@ class ResultsStore:
                                  "a link") from None
         try:
             written_in_place(handle, self.path, "the rows")
-            info = os.fstat(handle)
-            if info.st_size and os.pread(handle, 1, info.st_size - 1) != b"\n":
+            if not _heal_tail(handle):
                 line = "\n" + line
             data = line.encode("utf-8")
             while data:
@@ -206,8 +231,14 @@ class ResultsStore:
         try:
             handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
         except OSError as error:
-            what = "a symbolic link" if path.is_symlink() else error.strerror
-            raise PrivauditError(f"{path} is not a regular file ({what}): remove it and run again") from None
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                mode = stat.S_IFREG
+            if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
+                what = "a symbolic link" if stat.S_ISLNK(mode) else error.strerror
+                raise PrivauditError(f"{path} is not a regular file ({what}): remove it and run again") from None
+            raise PrivauditError(f"cannot write the lock {path} ({error.strerror})") from None
         try:
             written_in_place(handle, path, "the lock")
             os.ftruncate(handle, 0)

@@ -11,12 +11,11 @@ report's own (`reports.summary`), so the gate, the terminal and the page never d
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
-from privaudit.errors import UsageError, printable
+from privaudit.errors import UsageError, json_text, printable
 from privaudit.files import write_inside
 from privaudit.store import JUNIT_FILE, VERDICTS_FILE, json_safe
 from reports.verdicts import MEANINGS
@@ -48,10 +47,19 @@ def failing(found: dict[str, Any], fail_on: list[str]) -> list[dict[str, Any]]:
             if record["status"] in fail_on or set(record.get("findings") or []) & set(fail_on)]
 
 
+def gate_fails(found: dict[str, Any], fail_on: list[str]) -> bool:
+    """Whether the gate fails: a verdict `fail_on` names, or lines of the results that could not be
+    read (a torn or edited line may hold the verdict the gate is for: it fails closed)."""
+    return bool(failing(found, fail_on) or found.get("unreadable"))
+
+
 def gate_line(found: dict[str, Any], fail_on: list[str]) -> str:
     """One line: which verdicts fail the gate, or that none does."""
     failed = failing(found, fail_on)
     gated = " or ".join(fail_on)
+    if found.get("unreadable"):
+        return (f"privacy gate failed: {printable(found['unreadable'])}, and a verdict may be in them "
+                f"({len(failed)} of {len(found['verdicts'])} verdicts read are {gated})")
     if not failed:
         count = len(found["verdicts"])
         return f"privacy gate passed: no verdict is {gated} ({count} verdict{'' if count == 1 else 's'})"
@@ -85,12 +93,18 @@ def junit(found: dict[str, Any], fail_on: list[str]) -> str:
             ElementTree.SubElement(case, "failure", message=f"{gated}: {MEANINGS[gated]}",
                                    type=gated).text = printable(numbers)
         ElementTree.SubElement(case, "system-out").text = printable(numbers)
+    if found.get("unreadable"):
+        suite.set("tests", str(len(found["verdicts"]) + 1))
+        suite.set("failures", str(len(failed) + 1))
+        case = ElementTree.SubElement(suite, "testcase", classname="privaudit.unreadable", name="the results file")
+        ElementTree.SubElement(case, "failure", message="lines of the results could not be read",
+                               type="unreadable").text = printable(found["unreadable"])
     return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def write_gate_files(results_dir: str | Path, found: dict[str, Any], fail_on: list[str]) -> tuple[Path, Path]:
     """Write `verdicts.json` and `verdicts.junit.xml` into the results folder (atomically, never
     through a link: `privaudit.files.write_inside`)."""
-    text = json.dumps(json_safe(found), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    text = json_text(json_safe(found), indent=2, allow_nan=False) + "\n"
     return (write_inside(results_dir, VERDICTS_FILE, text.encode("utf-8"), "gate verdicts"),
             write_inside(results_dir, JUNIT_FILE, junit(found, fail_on).encode("utf-8"), "gate verdicts"))

@@ -30,7 +30,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader
 
 from privaudit.errors import PrivauditError
-from privaudit.files import CAMPAIGN_BYTES, read_inside, write_inside
+from privaudit.files import CAMPAIGN_BYTES, placed, read_inside, write_inside
 from privaudit.store import CAMPAIGN_FILE, REPORT_FILE, ResultsStore
 from reports.artifacts import Images
 from reports.audits import audit_section
@@ -256,5 +256,6 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
         versions=_versions(),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     )
-    target = Path(output) if output is not None else results_dir / REPORT_FILE
-    return write_inside(target.parent, target.name, html.encode("utf-8"), "the report")
+    if output is None:
+        return write_inside(results_dir, REPORT_FILE, html.encode("utf-8"), "the report")
+    return write_inside(*placed(results_dir, output), html.encode("utf-8"), "the report")

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from statistics import mean, pstdev
 from typing import Any
 
+from privaudit.limits import MIN_FPR
 from reports.figures import membership_auc_epsilon, membership_roc
 from reports.inversion import row_type, setting_text
 
@@ -67,8 +68,20 @@ def _tpr_fprs(rows: list[dict[str, Any]]) -> list[float]:
         for metrics in (row.get("metrics") or {}).values():
             for key in metrics or {}:
                 if key.startswith("tpr@") and not key.endswith("_ci"):
-                    found.add(float(key[4:]))
+                    rate = _rate(key[4:])
+                    if rate is not None:
+                        found.add(rate)
     return sorted(found)
+
+
+def _rate(text: str) -> float | None:
+    """The FPR a row's `tpr@<rate>` key names, or None when it names none a campaign can ask for
+    (rows of a folder made elsewhere may hold `tpr@1e-320` or `tpr@nan`: no page divides by them)."""
+    try:
+        rate = float(text)
+    except ValueError:
+        return None
+    return rate if MIN_FPR <= rate < 1 else None
 
 
 def _tpr_key(fpr: float) -> str:

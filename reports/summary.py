@@ -20,13 +20,15 @@ _WIDTH = 44
 
 
 def summary(results_dir: str | Path) -> dict[str, Any]:
-    """The results directory and one record per verdict (`verdict_summary`); PrivauditError when
-    it holds no results."""
+    """The results directory, one record per verdict (`verdict_summary`) and the line saying which
+    lines of its results could not be read (None when all were: `unreadable`, which fails a
+    gate); PrivauditError when it holds no results."""
     reading = ResultsStore(results_dir).read()
     if not reading.rows:
         raise PrivauditError(f"no results in {results_dir} (expected {reading.path})")
     runs = runs_of([row for row in reading.rows if row_type(row) == "training"])
-    return {"results": str(results_dir), "verdicts": verdict_summary(reading.rows, runs)}
+    return {"results": str(results_dir), "verdicts": verdict_summary(reading.rows, runs),
+            "unreadable": reading.summary()}
 
 
 def _empirical(record: dict[str, Any]) -> str:

@@ -397,7 +397,7 @@ def test_a_write_past_the_file_size_limit_is_one_line_and_a_rerun_resumes(tmp_pa
     assert (out / "results.jsonl").stat().st_size == 1500  # a torn line
     assert main(["run", str(campaign), "--out", str(out), "--quiet"]) == 0
     reading = ResultsStore(out).read()
-    assert len(reading.rows) == 1 and [skipped.line for skipped in reading.skipped] == [1]
+    assert len(reading.rows) == 1 and reading.skipped == []  # the torn line was cut off: the folder healed
 
 
 def test_a_results_path_with_a_component_too_long_is_one_line(finished, tmp_path, capsys):
@@ -530,3 +530,168 @@ def test_a_boolean_or_text_for_a_models_option_is_refused_at_check(tmp_path, cap
                                      f"model_options = {options}\n")
     err = one_line_error(capsys, ["check", str(tmp_path / "c.toml"), "--out", str(tmp_path / "o")])
     assert f"option {message}: Input should be a valid" in err
+
+
+# The re-probe: an inversion's memory, a position audit's work
+
+
+@pytest.mark.parametrize("field, value, megabytes", [("restarts", 100_000, "24,570 MB"),
+                                                     ("history_size", 1_000_000_000, "15,258,789,627,076 MB")])
+def test_an_inversion_whose_memory_is_over_the_limit_is_refused_at_check(tmp_path, capsys, field, value, megabytes):
+    (tmp_path / "c.toml").write_text('[[defense]]\nkind = "dpsgd"\nagents = 3\nrounds = 2\nmodel = "logreg"\n'
+                                     f'batch_size = 1\n[[attack]]\nkind = "dlg"\nrounds = [0]\n{field} = {value}\n')
+    err = one_line_error(capsys, ["check", str(tmp_path / "c.toml"), "--out", str(tmp_path / "o")])
+    assert f"the attack's working memory (restarts × history_size × batch, and restarts × 650 model parameters) = " \
+           f"{megabytes}" in err and "PRIVAUDIT_MAX_MEMORY_MB=" in err
+
+
+def test_a_position_audit_over_thousands_of_rounds_is_refused_before_any_model_is_solved(tmp_path, capsys):
+    (tmp_path / "c.toml").write_text(
+        '[data]\ndataset = "digits"\n[[defense]]\nkind = "dp_dpsgd"\ntopology = "ring"\nagents = 4\nrounds = 3000\n'
+        'model = "logreg"\nbatch_size = 2\n[[audit]]\nkind = "position"\nruns = 16\n')
+    err = one_line_error(capsys, ["check", str(tmp_path / "c.toml"), "--out", str(tmp_path / "o")])
+    assert "position audit: the least-squares models of its victims and attackers: 2,913,085 exceeds the limit of 100,000" in err
+    assert "PRIVAUDIT_MAX_POSITION_WORK=" in err
+
+
+def _edit_rows(folder: Path, edit) -> None:
+    """Rewrite a results folder's rows, each passed through `edit` (a row dict, changed in place)."""
+    import json
+
+    path = folder / "results.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for row in rows:
+        edit(row)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_a_false_positive_rate_too_small_to_resolve_is_refused_and_a_row_naming_one_is_read(finished, tmp_path):
+    from privaudit.campaign.config import parse_campaign
+
+    raw = tomllib.loads(CAMPAIGN)
+    raw["membership"][0]["fprs"] = [1e-320]
+    with pytest.raises(ConfigError, match="membership\\[0\\].fprs: the false-positive rate 1e-320 is below 1e-09"):
+        parse_campaign(raw)
+
+    def tiny_rate(row):
+        for metrics in (row.get("metrics") or {}).values():
+            if isinstance(metrics, dict) and "auc" in metrics:
+                metrics["tpr@1e-320"] = metrics["tpr@nan"] = 0.5
+    copied = _copy(finished[1], tmp_path)
+    _edit_rows(copied, tiny_rate)
+    assert "tpr@1e-320" in (copied / "results.jsonl").read_text()
+    assert main(["report", str(copied)]) == 0
+
+
+def test_an_artifact_path_holding_a_nul_or_a_hard_linked_artifact_is_a_note_not_a_traceback(finished, tmp_path):
+    _, out, paths = finished
+    copied = _copy(out, tmp_path)
+    image = next(path for path in paths if path.endswith("reconstruction.png"))
+    outside = Outside(tmp_path / "elsewhere")
+    os.unlink(copied / image)
+    os.link(outside.file, copied / image)
+
+    def nul_path(row):
+        if row.get("type") == "inversion":
+            for key, value in (row.get("artifacts") or {}).items():
+                if isinstance(value, str) and value.endswith("original.png"):
+                    row["artifacts"][key] = value + "\0x"
+    _edit_rows(copied, nul_path)
+    assert main(["report", str(copied)]) == 0
+    html = (copied / "report.html").read_text()
+    assert "has 2 hard links: a file in an output folder has one" in html
+    assert "a path holding a NUL character" in html and "precious" not in html
+    with pytest.raises(PrivauditError, match="a path holding a NUL character"):
+        write_inside(tmp_path, "a\0b", b"x", "artifact")
+
+
+def test_the_gate_line_escapes_the_folders_name(finished, tmp_path, capsys):
+    copied = _copy(finished[1], tmp_path)
+    shown = copied.rename(tmp_path / "out\x1b[2Jx")
+    assert main(["report", str(shown), "--fail-on", "refuted"]) == 0
+    err = capsys.readouterr().err
+    assert "privacy gate passed" in err and "\x1b" not in err and "\\x1b[2Jx" in err
+
+
+def test_the_apis_switches_are_booleans_its_paths_paths_and_its_statuses_known(finished, tmp_path):
+    campaign, out, _ = finished
+    for keyword in ("allow_code", "force", "progress"):
+        with pytest.raises(ConfigError, match=f"{keyword}: expected True or False, got 'false'"):
+            privaudit.run(campaign, tmp_path / "o", **{keyword: "false"})
+    with pytest.raises(ConfigError, match="allow_code: expected True or False, got 1"):
+        privaudit.load_campaign(campaign, allow_code=1)
+    for call in (lambda: privaudit.run(campaign, f"{tmp_path}/o\0x"), lambda: privaudit.run(f"{campaign}\0x"),
+                 lambda: privaudit.load_campaign(f"{campaign}\0x"), lambda: privaudit.results(f"{out}\0x")):
+        with pytest.raises(ConfigError, match="a path holding a NUL character"):
+            call()
+    for value in (None, 123, b"out"):
+        with pytest.raises(ConfigError, match="results folder: a path, got a"):
+            privaudit.results(value)
+    assert not (tmp_path / "o").exists()
+    found = privaudit.results(_copy(out, tmp_path))
+    assert found.failing("refuted") == [] and found.unreadable is None
+    for statuses in ((), ("No Privacy",), ("refuted", ""), (3,)):
+        with pytest.raises(ConfigError, match="failing: "):
+            found.failing(*statuses)
+
+
+def test_json_output_escapes_what_a_terminal_would_not_show_and_reads_back_the_same(finished, tmp_path, capsys):
+    import json
+
+    from privaudit.errors import json_text
+
+    value = {"label": "a\u202eb\u200bc\x1b[31m\x7f é ε", "n": [1, 2.5]}
+    text = json_text(value, indent=2)
+    assert json.loads(text) == value and "é ε" in text
+    assert not any(char in text for char in "\u202e\u200b\x1b\x7f")
+    copied = _copy(finished[1], tmp_path)
+    _edit_rows(copied, lambda row: row.update(label=row["label"] + "\u202e") if row.get("type") == "training"
+               else None)
+    main(["report", str(copied), "--format", "json"])
+    out = capsys.readouterr().out
+    assert "\u202e" not in out and "\\u202e" in out
+
+
+def test_a_huge_limit_variable_is_named_not_echoed(monkeypatch):
+    from privaudit.limits import limit
+
+    monkeypatch.setenv("PRIVAUDIT_MAX_RUNS", "x" * 100_000)
+    with pytest.raises(ConfigError) as error:
+        limit("runs")
+    assert len(str(error.value)) < 200 and "(100,000 characters)" in str(error.value)
+
+
+def test_report_output_below_the_results_folder_never_follows_a_link_planted_there(finished, tmp_path, capsys):
+    copied = _copy(finished[1], tmp_path)
+    outside = Outside(tmp_path / "elsewhere")
+    (copied / "sub").symlink_to(outside.folder)
+    for form in ("html", "json"):
+        one_line_error(capsys, ["report", str(copied), "--format", form, "-o", str(copied / "sub" / "x.html")])
+        assert outside.unchanged()
+    assert main(["report", str(copied), "-o", str(copied / "new" / "x.html")]) == 0
+    assert (copied / "new" / "x.html").is_file()
+
+
+def test_the_gate_fails_closed_on_unreadable_lines_and_a_resumed_run_heals_a_torn_tail(finished, tmp_path, capsys):
+    import json
+
+    campaign, out, _ = finished
+    copied = _copy(out, tmp_path)
+    rows = (copied / "results.jsonl").read_bytes()
+    (copied / "results.jsonl").write_bytes(rows + rows.splitlines()[-1][:40])
+    assert main(["report", str(copied), "--fail-on", "refuted"]) == 1
+    err = capsys.readouterr().err
+    assert "privacy gate failed:" in err and "skipped 1 unreadable line" in err and "a verdict may be in them" in err
+    junit = (copied / "verdicts.junit.xml").read_text()
+    assert 'type="unreadable"' in junit
+    assert json.loads((copied / "verdicts.json").read_text())["unreadable"]
+    store = ResultsStore(copied)
+    last = json.loads(rows.splitlines()[-1])
+    store.append(last)
+    assert store.read().summary() is None
+    assert (copied / "results.jsonl").read_bytes().startswith(rows)
+    assert main(["run", str(campaign), "--out", str(copied), "--quiet", "--fail-on", "refuted"]) == 0
+    whole = (copied / "results.jsonl").read_bytes()
+    (copied / "results.jsonl").write_bytes(whole[:-1])
+    store.append(last)
+    assert store.read().summary() is None and (copied / "results.jsonl").read_bytes().startswith(whole)

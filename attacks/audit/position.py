@@ -224,18 +224,17 @@ def reaches(distance: int, rounds: int) -> bool:
     return distance <= rounds - 1
 
 
-def positions(game: Game, attackers: Sequence[int | Iterable[int]] | None = None) -> list[Position]:
-    """The attackers of `game`'s victim: each an agent (a curious neighbour, wherever it sits) or a
-    collection of agents (a coalition); None: every other agent alone. ConfigError (one line) for
-    an agent the network lacks, an attacker holding the victim, a defense without a linear
-    recurrence."""
-    kind, public = _recurrence(game)
+def _placed(game: Game, attackers: Sequence[int | Iterable[int]] | None
+            ) -> list[tuple[tuple[int, ...], tuple[int, ...], int, bool]]:
+    """Each attacker of `game`'s victim placed in the graph: its agents, the agents whose states it
+    reads, its distance to the victim and whether the victim reaches it (`positions`' checks)."""
+    kind, _ = _recurrence(game)
     network, victim = game.setup.topology, game.victim
     chosen = [a for a in range(network.n) if a != victim] if attackers is None else list(attackers)
     if not chosen:
         raise ConfigError("position audit: no attacker given")
     distances = hop_distances(network.W, victim)
-    found = []
+    placed = []
     for attacker in chosen:
         single = isinstance(attacker, (int, np.integer))
         agents = (int(attacker),) if single else tuple(sorted({int(a) for a in attacker}))
@@ -246,8 +245,33 @@ def positions(game: Game, attackers: Sequence[int | Iterable[int]] | None = None
         tap = attacker_tap(agents, victim, network, kind)
         read = tuple(w for w in range(network.n) if tap.hears(w, None, network))
         distance = int(distances[list(agents)].min())
-        reached = reaches(distance, game.rounds)
-        weights, separation = (sgd_weights(public, victim, read, game.rounds) if reached else
+        placed.append((agents, read, distance, reaches(distance, game.rounds)))
+    return placed
+
+
+def model_work(game: Game, attackers: Sequence[int | Iterable[int]] | None = None) -> int:
+    """Millions of multiply-adds of the least-squares models `positions` solves for `game`'s
+    victim (`sgd_weights`: states × updates × the smaller of the two per reached attacker), known
+    before any is solved, so a campaign can refuse a position audit that would take hours (a ring
+    of 4 over 3,000 rounds: 9,000 × 12,000 per attacker)."""
+    updates = game.rounds - 1
+    work = 0
+    for _, read, _, reached in _placed(game, attackers):
+        if reached:
+            rows, columns = updates * len(read), updates * game.setup.topology.n
+            work += rows * columns * min(rows, columns)
+    return math.ceil(work / 1e6)
+
+
+def positions(game: Game, attackers: Sequence[int | Iterable[int]] | None = None) -> list[Position]:
+    """The attackers of `game`'s victim: each an agent (a curious neighbour, wherever it sits) or a
+    collection of agents (a coalition); None: every other agent alone. ConfigError (one line) for
+    an agent the network lacks, an attacker holding the victim, a defense without a linear
+    recurrence."""
+    _, public = _recurrence(game)
+    found = []
+    for agents, read, distance, reached in _placed(game, attackers):
+        weights, separation = (sgd_weights(public, game.victim, read, game.rounds) if reached else
                                (np.zeros((game.rounds, len(read))), 0.0))
         found.append(Position(agents, read, distance, weights, separation, reached))
     return found

@@ -89,6 +89,20 @@ PAIR_DTYPE = torch.float32
 """Storage of L-BFGS's curvature pairs (see `_CurvatureMemory`)."""
 
 
+def working_megabytes(attack: object, batch_size: int, input_shape: tuple[int, ...], num_classes: int,
+                      parameters: int) -> int:
+    """The megabytes an inversion attack's largest buffers take, known before it runs: L-BFGS's
+    curvature pairs (`history_size` × 2 × the variables of all restarts, in `PAIR_DTYPE`), their
+    m × m products, and a few [restarts, parameters] gradients in float64. A campaign checks it
+    against the `memory` limit, so `restarts = 100000` or `history_size = 10⁹` is a one-line
+    refusal at check time, not an allocation failure after training."""
+    restarts = int(getattr(attack, "restarts", 1))
+    history = int(getattr(attack, "history_size", 0))
+    variables = restarts * batch_size * (math.prod(input_shape) + num_classes)
+    pair_bytes = history * 2 * variables * PAIR_DTYPE.itemsize + 2 * history * history * 8
+    return math.ceil((pair_bytes + 4 * restarts * parameters * 8) / 2**20)
+
+
 def squared_distance(model_grads: Tensor, target: Tensor) -> Tensor:
     """DLG's ‖∇θ L(x̂, ŷ) − g‖² (Zhu et al. 2019, eq. 4) per restart: [R, P] → [R]."""
     return (model_grads - target).square().sum(-1)

@@ -31,11 +31,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from privaudit.campaign.config import Campaign, load_campaign as _load_file, parse_campaign
 from privaudit.campaign.executors import make_executor
 from privaudit.campaign.run import run_campaign
-from privaudit.errors import ConfigError
+from privaudit.errors import ConfigError, printable
 from privaudit.store import ResultsStore
 from privaudit.threads import limited
 from reports.html import render_report
 from reports.summary import summary
+from reports.verdicts import MEANINGS
 
 
 @dataclass(frozen=True)
@@ -66,16 +67,26 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Results:
-    """A results folder read back: its rows (`privaudit.rows` checked), its report and verdicts."""
+    """A results folder read back: its rows (`privaudit.rows` checked), its report and verdicts,
+    and `unreadable`: the line saying which lines of its results could not be read (None when all
+    were). A gate written in Python fails on it too, as `--fail-on` does: a verdict may be there."""
 
     directory: Path
     report: Path
     rows: tuple[dict[str, Any], ...]
     verdicts: tuple[Verdict, ...]
+    unreadable: str | None = None
 
     def failing(self, *statuses: str) -> list[Verdict]:
         """The verdicts whose status is one of `statuses`, or that carry one as a finding (a refuted
-        claim also below the sound accountant fails "understated" too): the privacy gate's test."""
+        claim also below the sound accountant fails "understated" too): the privacy gate's test.
+        ConfigError for no status or one no verdict has (a typo would otherwise pass every run,
+        as `--fail-on` refuses one)."""
+        if not statuses:
+            raise ConfigError(f"failing: name the statuses that fail ({', '.join(MEANINGS)})")
+        unknown = next((status for status in statuses if not isinstance(status, str) or status not in MEANINGS), None)
+        if unknown is not None:
+            raise ConfigError(f"failing: unknown verdict status {unknown!r} (choose from {', '.join(MEANINGS)})"[:300])
         return [verdict for verdict in self.verdicts
                 if verdict.status in statuses or set(verdict.findings) & set(statuses)]
 
@@ -86,12 +97,13 @@ def load_campaign(source: str | Path | Mapping[str, Any], *, allow_code: bool = 
     field. `allow_code`: the consent to import the modules the campaign lists in
     `[campaign] imports`."""
     try:
+        _switch("allow_code", allow_code)
         if isinstance(source, Mapping):
             return parse_campaign(source, allow_code=allow_code)
         if not isinstance(source, (str, Path)):
             raise ConfigError(f"load_campaign takes a campaign file's path or a campaign dict, got a "
                               f"{type(source).__name__}")
-        return _load_file(source, allow_code=allow_code)
+        return _load_file(_path("the campaign file", source), allow_code=allow_code)
     except ConfigError as error:
         raise ConfigError(_in_python(str(error))) from None
 
@@ -114,13 +126,13 @@ def run(campaign: Campaign | str | Path, out: str | Path | None = None, *, allow
     _whole("workers", workers, 1)
     if threads is not None:
         _whole("threads", threads, 0)
+    for name, value in (("allow_code", allow_code), ("force", force), ("progress", progress)):
+        _switch(name, value)
     if isinstance(campaign, (str, Path)):
         campaign = load_campaign(campaign, allow_code=allow_code)
     elif not isinstance(campaign, Campaign):
         raise ConfigError("run takes a campaign file or a campaign from privaudit.load_campaign")
-    if out is not None and not isinstance(out, (str, Path)):
-        raise ConfigError(f"out: a folder's path, got a {type(out).__name__}")
-    folder = Path(out) if out else Path("results") / campaign.campaign.name
+    folder = _path("out", out) if out else Path("results") / campaign.campaign.name
     with limited(threads):
         run_campaign(campaign, campaign.text, folder, force=force, progress=progress,
                      executor=make_executor("local", workers), say=print if progress else _silent)
@@ -133,12 +145,29 @@ def _whole(name: str, value: Any, least: int) -> None:
         raise ConfigError(f"{name}: expected a whole number >= {least}, got {value!r}")
 
 
+def _switch(name: str, value: Any) -> None:
+    """ConfigError unless `value` is True or False: `allow_code="false"` is truthy text, and a
+    consent to run code is given by True alone."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}: expected True or False, got {value!r}"[:200])
+
+
+def _path(name: str, value: Any) -> Path:
+    """`value` as a path; ConfigError unless it is a str or Path without a NUL character."""
+    if not isinstance(value, (str, Path)):
+        raise ConfigError(f"{name}: a path, got a {type(value).__name__}")
+    if "\0" in str(value):
+        raise ConfigError(f"{name}: a path holding a NUL character: {printable(str(value))}")
+    return Path(value)
+
+
 def results(directory: str | Path) -> Results:
     """The results folder `directory` read back, its report rendered."""
+    directory = _path("results folder", directory)
     report = render_report(directory)
     found = summary(directory)
     return Results(Path(directory), report, tuple(ResultsStore(directory).rows()),
-                   tuple(Verdict.of(record) for record in found["verdicts"]))
+                   tuple(Verdict.of(record) for record in found["verdicts"]), found["unreadable"])
 
 
 class _AuditOptions(BaseModel):

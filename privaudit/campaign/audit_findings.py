@@ -54,7 +54,7 @@ from attacks.audit.canary_statistics import SELECT_FRACTION
 from attacks.audit.mechanism_audit import audit
 from attacks.audit.mechanisms import MECHANISMS
 from attacks.audit.one_run import one_run_eps
-from attacks.audit.position import position_audit, positions
+from attacks.audit.position import model_work, position_audit, positions
 from attacks.audit.reconstruction_bounds import reconstruction_bound
 from attacks.audit.reconstruction_game import ReconstructionGame, make_reconstruction_game, play
 from attacks.audit.verdict import Verdict, decide
@@ -66,6 +66,7 @@ from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand, shipp
 from privaudit.campaign.config import AuditConfig, parse_campaign
 from privaudit.errors import ConfigError
 from privaudit.progress import Progress
+from privaudit.limits import require
 
 
 def _finite(value: float | None) -> float | None:
@@ -217,8 +218,11 @@ def _position_games(cell: AuditCell) -> list[tuple[Game, list[int | list[int]] |
         attackers = _attackers_of(cell, victim)
         if attackers == []:
             raise ConfigError(f"position audit: every attacker holds victim {victim}")
-        positions(game, attackers)
         games.append((game, attackers))
+    work = sum(model_work(game, attackers) for game, attackers in games)
+    require("position_work", work, "position audit: the least-squares models of its victims and attackers")
+    for game, attackers in games:
+        positions(game, attackers)
     return games
 
 

@@ -43,7 +43,7 @@ from privaudit.campaign.document import NotACampaignValue, plain, strictly, too_
 from privaudit.data import DATASETS, PARTITIONS
 from privaudit.errors import UNSAFE, ConfigError, PrivauditError, escaped, unsafe_character
 from privaudit.files import CAMPAIGN_BYTES, read_regular
-from privaudit.limits import MAX_NESTING, MAX_SEED, exceeded, within
+from privaudit.limits import MAX_NESTING, MAX_SEED, MIN_FPR, exceeded, within
 from privaudit.models import MODELS
 from privaudit.synthetic import SYNTHETIC
 from privaudit.threats import THREATS
@@ -417,6 +417,10 @@ def _false_positive_rates(value: list[float]) -> list[float]:
     wrong = next((rate for rate in value if not 0 < rate < 1), None)
     if wrong is not None:
         raise ValueError(f"false-positive rates lie strictly between 0 and 1, got {wrong}")
+    tiny = next((rate for rate in value if rate < MIN_FPR), None)
+    if tiny is not None:
+        raise ValueError(f"the false-positive rate {tiny} is below {MIN_FPR:g}: reading a TPR there takes more than "
+                         f"{1 / MIN_FPR:,.0f} non-members, more records than a run may hold")
     repeated = _first_repeat([f"{rate:g}" for rate in value])
     if repeated is not None:
         raise ValueError(f"the false-positive rate {repeated} appears twice (rows name each as tpr@{repeated}, to six "

@@ -25,6 +25,7 @@ from torch import Tensor
 
 from attacks.extraction import Target
 from attacks.inversion import INVERSIONS, Reconstruction
+from attacks.inversion.gradient_matching import working_megabytes
 from attacks import views
 from attacks.views import EXTRACTORS
 from defenses.base import Defense
@@ -34,6 +35,7 @@ from privaudit.campaign.config import AttackConfig
 from privaudit.campaign.inversion_budget import counting, inversion_progress
 from privaudit.data import Normalisation
 from privaudit.errors import ConfigError
+from privaudit.limits import require
 from privaudit.leak import decide, noise_floor
 from privaudit.metrics import pixel_errors, score_reconstruction
 from privaudit.progress import Progress
@@ -227,6 +229,10 @@ def attack_batch_size(cell: AttackCell, defense: Defense) -> int:
     if held is not None and size > held:
         raise ConfigError(f"{cell.where}: batch_size {size:,} exceeds the records of the attacked agent ({held:,}): "
                           "an agent's batch is drawn from its own records")
+    data, parameters = defense.setup.data, defense.setup.model.dim
+    megabytes = working_megabytes(cell.attack.attack(), size, data.shape, data.num_classes, parameters)
+    require("memory", megabytes, f"{cell.where}: the attack's working memory (restarts × history_size × batch, "
+            f"and restarts × {parameters:,} model parameters) = {megabytes:,} MB")
     return size
 
 
