@@ -46,7 +46,7 @@ $(OUT)/results.jsonl: | $(STAMP)
 test-browser: $(STAMP) $(OUT)/results.jsonl
 	command -v chromium >/dev/null || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
 	$(BIN)/privaudit report $(OUT)
-	$(BIN)/python -m reports.browser_check $(OUT)/report.html --screenshot $(OUT)/report.png
+	$(BIN)/python -m privaudit.reports.browser_check $(OUT)/report.html --screenshot $(OUT)/report.png
 
 $(VENV)/.installed-bench: pyproject.toml | $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'

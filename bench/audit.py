@@ -1,6 +1,6 @@
 """Empirical DP audit: tightness against the number of samples, and wall time.
 
-Sections (each point is `attacks.audit.mechanism_audit.audit` end to end — neighbour search, sampling, test
+Sections (each point is `privaudit.attacks.audit.mechanism_audit.audit` end to end — neighbour search, sampling, test
 choice on the held-out split, Clopper–Pearson on the fresh samples, exact curve, claim — at 95 %
 confidence, over `--seeds` seeds; the median and the smallest bound are printed):
 
@@ -28,8 +28,8 @@ import time
 
 import numpy as np
 
-from attacks.audit.mechanism_audit import audit
-from attacks.audit.mechanisms import MECHANISMS, build
+from privaudit.attacks.audit.mechanism_audit import audit
+from privaudit.attacks.audit.mechanisms import MECHANISMS, build
 
 LAPLACE_TARGET = 0.95
 LAPLACE_SECONDS = 10.0

@@ -8,10 +8,10 @@ simulation against many worlds per simulation, measured in the same run.
 Set-up (issue 14's acceptance): digits cut to 200 training records, 4 agents on a complete graph
 (50 records each), the `logreg` model, B = 10 (Poisson rate q = 0.2), η = 0.5, C = 1, δ = 1e-5,
 30 rounds; the victim is agent 0, the attacker a global listener, the canary a white-box gradient
-canary (`attacks/audit/canaries.py`), the score the per-round likelihood ratio summed over the rounds
-heard (`attacks/audit/channels.py`), the threshold fixed in advance from the mechanism's law (protocol
+canary (`privaudit/attacks/audit/canaries.py`), the score the per-round likelihood ratio summed over the rounds
+heard (`privaudit/attacks/audit/channels.py`), the threshold fixed in advance from the mechanism's law (protocol
 "model"). `ratio` is ε_LB/ε_sound (≤ 1 for a sound claim); `estimate` is the uncapped GDP
-estimate (`attacks/audit/estimates.py`), above ε_sound when the runs leak more than the accountant allows.
+estimate (`privaudit/attacks/audit/estimates.py`), above ε_sound when the runs leak more than the accountant allows.
 
 The one-run audit (Steinke et al. 2023) prints ε_LB, μ_LB (Mahloujifar et al. 2024) and
 `eps_if_gaussian_curve`, the ε of μ_LB-GDP: that holds only for a mechanism whose privacy curve is
@@ -36,7 +36,7 @@ import time
 
 import torch
 
-from attacks.audit.canary_audit import Game, audit_game, one_run_game, ratio, scores, worlds_per_run
+from privaudit.attacks.audit.canary_audit import Game, audit_game, one_run_game, ratio, scores, worlds_per_run
 from privaudit.campaign.audit_findings import game_for_table
 
 DATA = {"dataset": "digits", "max_train": 200}

@@ -21,7 +21,7 @@ import statistics
 
 import torch
 
-import defenses.dpdl  # noqa: F401  (registers "dpdl")
+import privaudit.defenses.dpdl  # noqa: F401  (registers "dpdl")
 from privaudit.accounting import without_replacement_epsilon
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.campaign.config import parse_campaign

@@ -51,8 +51,8 @@ import time
 
 import torch
 
-from attacks.extraction import Target
-from attacks.inversion.gradient_matching import DLG, BatchInversion, InvertingGradients, extract_labels
+from privaudit.attacks.extraction import Target
+from privaudit.attacks.inversion.gradient_matching import DLG, BatchInversion, InvertingGradients, extract_labels
 from privaudit import threads
 from privaudit.data import Dataset, load_dataset
 from privaudit.flatmodel import FlatModel

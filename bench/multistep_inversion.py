@@ -2,7 +2,7 @@
 
 A noiseless run (σ_e = 1e-6), B = 1, DLG's LeNet (`lenet_dlg`, DLG's initialisation) on 32×32
 photo crops, ring of 8 agents; a global listener hears the bridge messages and extracts the
-victim's round-1 update γ Σ_t g_i(φ^t) (`attacks.views.lt_admm_dp.bridge_update`); the victim's
+victim's round-1 update γ Σ_t g_i(φ^t) (`privaudit.attacks.views.lt_admm_dp.bridge_update`); the victim's
 τ·B true rows come from a ground-truth tap, which only the scoring sees. Per seed and attack: the
 PSNR (mean over images paired by the Hungarian assignment), the label accuracy and the time.
 
@@ -27,8 +27,8 @@ import time
 
 import torch
 
-from attacks.inversion import INVERSIONS
-from attacks.views.lt_admm_dp import bridge_update
+from privaudit.attacks.inversion import INVERSIONS
+from privaudit.attacks.views.lt_admm_dp import bridge_update
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.campaign.config import parse_campaign
 from privaudit.metrics import score_reconstruction

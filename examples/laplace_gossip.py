@@ -6,7 +6,7 @@ Nothing in privaudit imports this module. A campaign names the class by its impo
     kind = "examples.laplace_gossip:LaplaceGossip"
 
 and privaudit imports it, checks it and registers it under its `name`, "laplace_gossip"
-(`defenses.external`). Importing the module also registers the attacker's view of it, at the bottom
+(`privaudit.defenses.external`). Importing the module also registers the attacker's view of it, at the bottom
 of this file: an extractor (`register_extractor`, for gradient inversion), the model view
 (`register_model_view`, for membership inference), a canary channel (`register_channel`, for the
 canary audit) and its noise parameter (`register_noise`, for the privacy-utility section).
@@ -51,11 +51,11 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
-from attacks.extraction import Clipping, Extractor, Link, Target, public_params
-from attacks.views import (Noise, register_batch_size, register_channel, register_extractor, register_model_view,
+from privaudit.attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
+from privaudit.attacks.extraction import Clipping, Extractor, Link, Target, public_params
+from privaudit.attacks.views import (Noise, register_batch_size, register_channel, register_extractor, register_model_view,
                            register_noise)
-from defenses.base import Defense, DefenseParams
+from privaudit.defenses.base import Defense, DefenseParams
 from privaudit.accounting import Claim, Neighbours, pure_epsilon
 from privaudit.grads import clip_l1, per_sample_grads_agents
 from privaudit.setup import Setup

@@ -11,7 +11,7 @@ for one who hears both messages: y_i − n_i is the noiseless step.
 
 Its view, at the bottom: two extractors, no law. "noisy" reads (x_i^t − y_i^t)/η = g − n/η from
 the broadcasts; "exact" also subtracts the share, when the tap hears it. The canary audit scores
-them law-free (`attacks.audit.canary_audit`, statistic "projection"): no one had to write down how
+them law-free (`privaudit.attacks.audit.canary_audit`, statistic "projection"): no one had to write down how
 the noise enters, so the audit tests the code, not a model of it.
 """
 
@@ -19,9 +19,9 @@ import dp_accounting
 import torch
 from pydantic import Field
 
-from attacks.extraction import Extractor, Target, broadcasts, heard, initial_model, public_params, span
-from attacks.views import register_extractor
-from defenses.base import Defense, DefenseParams
+from privaudit.attacks.extraction import Extractor, Target, broadcasts, heard, initial_model, public_params, span
+from privaudit.attacks.views import register_extractor
+from privaudit.defenses.base import Defense, DefenseParams
 from privaudit.accounting import Claim, Neighbours
 from privaudit.grads import clip_l2, per_sample_grads_agents
 from privaudit.wire import Kind, Transcript

@@ -20,12 +20,12 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     **dict.fromkeys(("load_campaign", "run", "results", "audit", "Results", "Verdict"), "privaudit.campaign.api"),
-    **dict.fromkeys(("Defense", "DefenseParams", "register"), "defenses.base"),
+    **dict.fromkeys(("Defense", "DefenseParams", "register"), "privaudit.defenses.base"),
     **dict.fromkeys(("Claim", "Neighbours"), "privaudit.accounting"),
     "Kind": "privaudit.wire",
-    "Extractor": "attacks.extraction",
+    "Extractor": "privaudit.attacks.extraction",
     **dict.fromkeys(("register_extractor", "register_model_view", "register_channel", "register_noise"),
-                    "attacks.views"),
+                    "privaudit.attacks.views"),
 }
 
 

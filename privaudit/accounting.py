@@ -93,7 +93,7 @@ class AssumedConstant:
     """A constant a claim needs and the paper never gives, with the value assumed to evaluate it.
 
     `power`: the claimed ε is proportional to value**power when the other constants are held, so
-    a verdict resting on it can say for which values it holds (`attacks.audit.verdict`); None where the
+    a verdict resting on it can say for which values it holds (`privaudit.attacks.audit.verdict`); None where the
     claim moves with it in no such way, and `effect` says how it does in words."""
 
     name: str

@@ -15,7 +15,7 @@
     privaudit report RESULTS_DIR [-o FILE]                 re-render the report of a results directory
         [--format html|json]                               json: the verdict table's records on stdout
     run, report: [--fail-on VERDICT]                       the privacy gate: exit 1 on a verdict of that
-                                                           kind (`reports.gate`)
+                                                           kind (`privaudit.reports.gate`)
     privaudit audit MECHANISM [--param K=V ...] [--json]   empirical DP lower bound of a mechanism vs its claim
         [--claim-eps E [--claim-delta D]]                  … or vs a claim you state
     every command: [--threads N]                           torch's CPU threads (default 1; see privaudit.threads)
@@ -116,8 +116,8 @@ def _run(args: argparse.Namespace) -> int:
     from privaudit.campaign.config import read_campaign
     from privaudit.campaign.executors import make_executor
     from privaudit.campaign.run import run_campaign
-    from reports.html import render_report
-    from reports.summary import summary, summary_table
+    from privaudit.reports.html import render_report
+    from privaudit.reports.summary import summary, summary_table
 
     fail_on = _fail_on(args)
     executor = make_executor(args.backend, args.workers, args.ray_address)
@@ -136,8 +136,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _fail_on(args: argparse.Namespace) -> list[str]:
-    """The statuses `--fail-on` names, checked before any work (`reports.gate.statuses`)."""
-    from reports.gate import statuses
+    """The statuses `--fail-on` names, checked before any work (`privaudit.reports.gate.statuses`)."""
+    from privaudit.reports.gate import statuses
 
     return statuses(args.fail_on)
 
@@ -148,7 +148,7 @@ def _gate(results_dir: str | Path, found: dict, fail_on: list[str]) -> int:
     stdout stays JSON); 0 otherwise, and without `--fail-on`."""
     if not fail_on:
         return 0
-    from reports.gate import gate_fails, gate_line, write_gate_files
+    from privaudit.reports.gate import gate_fails, gate_line, write_gate_files
 
     written = write_gate_files(results_dir, found, fail_on)
     print(f"{gate_line(found, fail_on)} (verdicts: {printable(str(written[0]))}, {printable(str(written[1]))})",
@@ -256,7 +256,7 @@ def _claims(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from privaudit.files import placed, write_inside
     from privaudit.store import output_file
-    from reports.html import render_report
+    from privaudit.reports.html import render_report
 
     fail_on = _fail_on(args)
     if Path(args.results_dir).is_file():
@@ -265,7 +265,7 @@ def _report(args: argparse.Namespace) -> int:
     try:
         if args.format == "json" or fail_on:
             from privaudit.store import json_safe
-            from reports.summary import summary
+            from privaudit.reports.summary import summary
 
             found = summary(args.results_dir)
         if args.format == "json":
@@ -306,7 +306,7 @@ def _number(value) -> str:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from attacks.audit.mechanism_audit import audit
+    from privaudit.attacks.audit.mechanism_audit import audit
 
     report = audit(args.mechanism, _key_values(args.param), adjacency=args.adjacency, dim=args.dim,
                    releases=args.releases, samples=args.samples, confidence=args.confidence, delta=args.delta,
@@ -372,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     reading = [_common(), _code()]
 
     run = commands.add_parser("run", parents=reading, help="run a campaign and write its results and report")
-    run.add_argument("campaign", nargs="?", help="campaign TOML file (default: the embedded campaigns/demo.toml)")
+    run.add_argument("campaign", nargs="?", help="campaign TOML file (default: the embedded privaudit/presets/demo.toml)")
     run.add_argument("--out", help="results directory (default: results/<campaign name>)")
     run.add_argument("--force", action="store_true", help="recompute cells that already have results")
     run.add_argument("--quiet", action="store_true", help="no progress bars or progress lines")

@@ -113,7 +113,7 @@ def printable(text: str, allowed: str = "") -> str:
     those in `allowed`) written as its escape (`\\x1b`, `\\u202e`): an escape sequence or a bidi
     override in a label, a file name or a results row never reaches the terminal, the report or a
     figure, and what the reader sees is what the text holds. The one sanitiser for text the suite
-    shows: errors, the run's table, progress lines, the page (`reports.notation`), the figures."""
+    shows: errors, the run's table, progress lines, the page (`privaudit.reports.notation`), the figures."""
     if text.isprintable():
         return text
     return text.translate(_table(allowed))

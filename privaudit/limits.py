@@ -88,7 +88,7 @@ LIMITS = {
 
 MIN_FPR = 1e-9
 """The smallest false-positive rate a membership table may ask for: a TPR at rate r needs 1/r
-non-members (`reports.membership.needed_non_members`), and 10⁹ is past the `records` limit."""
+non-members (`privaudit.reports.membership.needed_non_members`), and 10⁹ is past the `records` limit."""
 
 
 def limit(name: str) -> int:

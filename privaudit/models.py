@@ -355,7 +355,7 @@ MLP_ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "sigmoid": nn.Si
 """The hidden activations `build_mlp` offers. Sigmoid is DLG's choice (Zhu et al. 2019): its
 gradient is smooth in the input, where ReLU's jumps whenever a unit's pre-activation changes sign,
 which is what separates an attack that fits records by Gauss–Newton from one that stalls at the
-first flipped unit (`attacks.coalition.record_fit`)."""
+first flipped unit (`privaudit.attacks.coalition.record_fit`)."""
 
 
 def build_mlp(

@@ -127,7 +127,7 @@ class _Row(_Record):
 
 
 class NoiseDeclaration(_Record):
-    """Which hyperparameters are a run's noise (`attacks.views.noise`): name → [label, whether
+    """Which hyperparameters are a run's noise (`privaudit.attacks.views.noise`): name → [label, whether
     more means more privacy], a switch that turns noise off, and companions that move with it."""
 
     parameters: dict[str, tuple[Text, StrictBool]]
@@ -306,7 +306,7 @@ class PairFigures(_Record):
 
 
 class PositionPair(_Record):
-    """One attacker of a position audit (`attacks.audit.position`): its agents, its graph distance
+    """One attacker of a position audit (`privaudit.attacks.audit.position`): its agents, its graph distance
     from the victim, its bound and estimate, the pairwise figures and the pair's verdict."""
     victim: Whole | None = None
     attacker: list[Whole] = Field(min_length=1)

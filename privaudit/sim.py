@@ -3,7 +3,7 @@
 Evaluation looks at every agent's model and at the average model on held-out data; both matter
 in decentralized learning (consensus can lag while the average is already good). The loop owns
 no algorithm: `Algorithm.step` does one round and sends its messages. `Algorithm` is the little
-the loop needs of a defense (`defenses.base.Defense` has it), so the engine stands below the
+the loop needs of a defense (`privaudit.defenses.base.Defense` has it), so the engine stands below the
 defenses and imports none of them.
 """
 

@@ -8,7 +8,7 @@
 * `curious_neighbour` is one agent, honest but curious (default: the victim's lowest-numbered
   neighbour); it hears what reaches it and knows its own private values.
 * `coalition` is one or several such agents pooling what they hear (`agents`), attacking every
-  other agent at once (El Mrini et al. 2024; `attacks/coalition/knowledge.py`, and `attacks/coalition/record_fit.py`
+  other agent at once (El Mrini et al. 2024; `privaudit/attacks/coalition/knowledge.py`, and `privaudit/attacks/coalition/record_fit.py`
   where every agent trains on one fixed record).
 
 Taps record only the rounds and message kinds an extractor reads, so a 1000-round run keeps a

@@ -33,7 +33,7 @@ TRANSCRIPT_FORMAT = "privaudit-transcript/1"
 
 
 class Kind(StrEnum):
-    """What a payload is; extractors in `attacks/extraction.py` are keyed on it."""
+    """What a payload is; extractors in `privaudit/attacks/extraction.py` are keyed on it."""
 
     MODEL = "model"
     PREGOSSIP_MODEL = "pregossip_model"

@@ -59,7 +59,7 @@ def one_line_error(capsys, argv: list[str]) -> str:
 
 
 def without_notation(html: str) -> str:
-    """A rendered page without the markup the report adds to text (`reports.notation`): line-break
+    """A rendered page without the markup the report adds to text (`privaudit.reports.notation`): line-break
     opportunities in long runs, and the spans around a number in scientific notation or an
     unbreakable piece (they hold no other tag), so a test can look for the text it expects."""
     return re.sub(r'<span class="(?:nb|long)">([^<]*)</span>', r"\1", html.replace("<wbr>", ""))

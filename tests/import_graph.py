@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PACKAGES = ("privaudit", "defenses", "attacks", "reports", "campaigns")
-"""The project's top-level import packages (DESIGN.md)."""
+PACKAGES = ("privaudit",)
+"""The project's import packages: one namespace (DESIGN.md)."""
 
 
 @dataclass
@@ -156,7 +156,7 @@ def broken(graph: Graph, contracts: Iterable[Contract]) -> list[str]:
 
 def external_imports(graph: Graph, modules: Iterable[str], package: str) -> list[str]:
     """For each module, the shortest project chain to a module that imports the third-party
-    `package` itself (`reports.html:30 -> privaudit.store:17 -> torch`), one line each."""
+    `package` itself (`privaudit.reports.html:30 -> privaudit.store:17 -> torch`), one line each."""
     found = []
     for module in modules:
         if package in graph.external[module]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from attacks.audit.mechanism_audit import audit
-from attacks.audit.mechanisms import MECHANISMS
-from attacks.views import CHANNELS
+from privaudit.attacks.audit.mechanism_audit import audit
+from privaudit.attacks.audit.mechanisms import MECHANISMS
+from privaudit.attacks.views import CHANNELS
 from privaudit.campaign.audit_findings import canary_relation, game_for_table, mechanism_relation
 
 LOGREG = {"topology": "ring", "agents": 3, "model": "logreg", "rounds": 4}

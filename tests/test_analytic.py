@@ -1,4 +1,4 @@
-"""The analytic attack (attacks/inversion/analytic.py): an input read off a fully connected first layer's
+"""The analytic attack (privaudit/attacks/inversion/analytic.py): an input read off a fully connected first layer's
 gradient as ∂L/∂W_j / ∂L/∂b_j, exactly for B = 1 and for the samples of a batch that are alone
 in two or more units; a clear failed status for models without such a layer (campaign use:
 tests/test_campaign_new_attacks.py)."""
@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch.func import grad, vmap
 
-from attacks.extraction import Clipping, Target
-from attacks.inversion import INVERSIONS
+from privaudit.attacks.extraction import Clipping, Target
+from privaudit.attacks.inversion import INVERSIONS
 from privaudit.data import load_dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad

@@ -23,7 +23,7 @@ def test_the_python_example_audits_a_defense_end_to_end(tmp_path):
 
 def test_the_package_names_its_api_and_loads_it_on_first_use():
     assert {"load_campaign", "run", "results", "audit", "Defense", "Claim", "register_extractor"} <= set(dir(privaudit))
-    assert privaudit.Defense.__module__ == "defenses.base" and callable(privaudit.run)
+    assert privaudit.Defense.__module__ == "privaudit.defenses.base" and callable(privaudit.run)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         privaudit.nope  # noqa: B018
 

@@ -10,9 +10,9 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import binom, norm
 
-from attacks.audit.bounds import Bound, clopper_pearson_upper, delta_lower_bound, eps_lower_bound
-from attacks.audit.mechanism_audit import audit, default_samples, estimate, judge
-from attacks.audit.mechanisms import MECHANISMS, Mechanism, MechanismClaim, MechanismParams, Pair, build
+from privaudit.attacks.audit.bounds import Bound, clopper_pearson_upper, delta_lower_bound, eps_lower_bound
+from privaudit.attacks.audit.mechanism_audit import audit, default_samples, estimate, judge
+from privaudit.attacks.audit.mechanisms import MECHANISMS, Mechanism, MechanismClaim, MechanismParams, Pair, build
 from privaudit.accounting import Claim
 from privaudit.cli import main
 

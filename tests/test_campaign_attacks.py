@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-from attacks import views
-from attacks.extraction import Target
-from attacks.views import EXTRACTORS
+from privaudit.attacks import views
+from privaudit.attacks.extraction import Target
+from privaudit.attacks.views import EXTRACTORS
 from privaudit.campaign.cells import expand, expand_attacks
 from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.run import run_campaign

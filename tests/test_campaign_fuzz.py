@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attacks.audit.canaries import CANARY_KINDS
-from attacks.audit.mechanisms import MECHANISMS, NORMS
-from attacks.inversion import INVERSIONS
-from attacks.views import EXTRACTORS
-from defenses import DEFENSES
+from privaudit.attacks.audit.canaries import CANARY_KINDS
+from privaudit.attacks.audit.mechanisms import MECHANISMS, NORMS
+from privaudit.attacks.inversion import INVERSIONS
+from privaudit.attacks.views import EXTRACTORS
+from privaudit.defenses import DEFENSES
 from privaudit.campaign.cells import expand_all
 from privaudit.campaign.config import (AUDIT_KINDS, CANARY_METHODS, MEMBERSHIP_TARGETS, PROTOCOLS, AttackConfig,
                                        AuditConfig, CampaignInfo, DataConfig, MembershipConfig, RunConfig,

@@ -9,7 +9,7 @@ import torch
 
 from privaudit.campaign.cells import build_defense, expand, expand_membership
 from privaudit.campaign.config import parse_campaign
-from attacks.membership.methods import METHODS
+from privaudit.attacks.membership.methods import METHODS
 from privaudit.campaign.membership_findings import _pseudo_targets, attacker_data, reference_models
 from privaudit.campaign.run import run_campaign
 from privaudit.cli import main
@@ -242,7 +242,7 @@ def test_losses_keep_the_margins_cross_entropy_rounds_to_zero():
     ordered by margin, and agrees with cross-entropy where that does not round."""
     import torch.nn.functional as F
 
-    from attacks.membership.scores import logit_confidence
+    from privaudit.attacks.membership.scores import logit_confidence
     from privaudit.campaign.membership_findings import _outputs
     from privaudit.flatmodel import FlatModel
 

@@ -6,7 +6,7 @@ import math
 
 from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.run import run_campaign
-from reports.html import render_report
+from privaudit.reports.html import render_report
 
 EXACT_DB = 100.0
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.audit.canaries import (PlantedModel, gradient_canaries, outlier_canaries, quiet_directions,
+from privaudit.attacks.audit.canaries import (PlantedModel, gradient_canaries, outlier_canaries, quiet_directions,
                                     record_canaries, with_records)
 from privaudit.grads import batch_grad, per_sample_grads
 

@@ -11,17 +11,17 @@ import pytest
 import torch
 from torch import Tensor
 
-from attacks.audit.canary_audit import audit_game, scores
-from attacks.audit.canary_statistics import model_bound, simulated_scores
-from attacks.audit.channels import RoundLaw
-from attacks.audit.one_run import gdp_eps
-from attacks.extraction import Target
-from attacks.views import CHANNELS
-from attacks.views import EXTRACTORS
-from attacks.views.dpsgd import DPSGDChannel
-from attacks.views.dpsgd import state_difference as dpsgd_state_difference
-from defenses.base import DEFENSES
-from defenses.dpsgd import DPDPSGD
+from privaudit.attacks.audit.canary_audit import audit_game, scores
+from privaudit.attacks.audit.canary_statistics import model_bound, simulated_scores
+from privaudit.attacks.audit.channels import RoundLaw
+from privaudit.attacks.audit.one_run import gdp_eps
+from privaudit.attacks.extraction import Target
+from privaudit.attacks.views import CHANNELS
+from privaudit.attacks.views import EXTRACTORS
+from privaudit.attacks.views.dpsgd import DPSGDChannel
+from privaudit.attacks.views.dpsgd import state_difference as dpsgd_state_difference
+from privaudit.defenses.base import DEFENSES
+from privaudit.defenses.dpsgd import DPDPSGD
 from privaudit.campaign.audit_findings import canary_audit, canary_verdict, game_for_table, one_run_audit
 from privaudit.errors import ConfigError
 from privaudit.grads import clip_l2, masked_sums
@@ -260,7 +260,7 @@ def test_an_extractor_that_does_not_broadcast_over_worlds_is_read_world_by_world
     monkeypatch.setitem(DEFENSES, ROW_BY_ROW, RowByRowDPDPSGD)
     monkeypatch.setitem(CHANNELS, ROW_BY_ROW, RowByRowChannel(extractor))
     monkeypatch.setitem(EXTRACTORS, (ROW_BY_ROW, "state_difference"), extractor)
-    from attacks.audit.canary_audit import play
+    from privaudit.attacks.audit.canary_audit import play
 
     shipped, mixed_up = game_for_table(DP, DATA), game_for_table({**DP, "kind": ROW_BY_ROW}, DATA)
     assert play(shipped, torch.tensor([True]), 1, 4).stacked and not play(mixed_up, torch.tensor([True]), 1, 4).stacked

@@ -7,10 +7,10 @@ import pytest
 import torch
 from scipy.stats import binom, laplace, norm
 
-from attacks.audit.canary_audit import make_game, world
-from attacks.audit.channels import RoundLaw, log_likelihood_ratio
-from attacks.views import CHANNELS
-from defenses import DEFENSES
+from privaudit.attacks.audit.canary_audit import make_game, world
+from privaudit.attacks.audit.channels import RoundLaw, log_likelihood_ratio
+from privaudit.attacks.views import CHANNELS
+from privaudit.defenses import DEFENSES
 from privaudit.sim import simulate
 from privaudit.worlds import Replicated, one_world
 
@@ -69,7 +69,7 @@ def _readings(kind: str, data: dict, table: dict, rounds: int):
 
 def _each_world(kind, worlds, game, t):
     """The channel's readings of round t, each world's victim read from its own transcript, rows in world order."""
-    from attacks.audit.channels import Reading
+    from privaudit.attacks.audit.channels import Reading
 
     per_world = [CHANNELS[kind].read(w, [game.victim], t, list(game.scenarios), game.records) for w in worlds]
     return [Reading(*(torch.cat([getattr(readings[k], name) for readings in per_world])

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from defenses import DEFENSES
+from privaudit.defenses import DEFENSES
 from privaudit.cli import main
 from privaudit.errors import printable
 

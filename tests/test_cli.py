@@ -9,7 +9,7 @@ from privaudit.cli import main
 from privaudit.errors import ConfigError
 from privaudit.store import ResultsStore
 from tests.helpers import one_line_error
-from reports.html import render_report
+from privaudit.reports.html import render_report
 
 TINY = """
 [campaign]
@@ -198,7 +198,7 @@ def test_report_keeps_apart_two_configurations_sharing_a_label(tmp_path):
     assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
     path.write_text(TINY.format(label="same").replace("rounds = 4", "rounds = 6"))
     assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
-    from reports.html import runs_of
+    from privaudit.reports.html import runs_of
 
     runs = runs_of(ResultsStore(out).rows())
     assert len(runs) == 2 and all(label.startswith("same [") for label in runs)
@@ -208,7 +208,7 @@ def test_report_keeps_apart_two_configurations_sharing_a_label(tmp_path):
 def test_claims_names_a_claim_below_its_sound_accountant(capsys):
     from privaudit.cli import main
 
-    assert main(["claims", "campaigns/lt_admm_dp.toml"]) == 0
+    assert main(["claims", "privaudit/presets/lt_admm_dp.toml"]) == 0
     out = capsys.readouterr().out
     assert "  understated: the claim's ε = " in out and "is below the sound accountant's" in out
 

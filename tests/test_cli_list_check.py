@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from attacks.audit.mechanisms import MECHANISMS
-from attacks.inversion import INVERSIONS
-from attacks.views import EXTRACTORS
-from defenses import DEFENSES
+from privaudit.attacks.audit.mechanisms import MECHANISMS
+from privaudit.attacks.inversion import INVERSIONS
+from privaudit.attacks.views import EXTRACTORS
+from privaudit.defenses import DEFENSES
 from privaudit.campaign.catalogue import CATEGORIES, parameters
 from privaudit.cli import main
 from privaudit.store import ResultsStore
 from privaudit.threats import THREATS
-from reports.summary import summary
+from privaudit.reports.summary import summary
 
 SMALL = """
 [campaign]
@@ -125,7 +125,7 @@ def test_check_of_the_demo_passes_without_training_or_writing(tmp_path, monkeypa
 
     monkeypatch.setattr("privaudit.campaign.jobs.simulate", no_training)
     out = tmp_path / "out"
-    code, printed, err = _main("check", "campaigns/demo.toml", "--out", str(out))
+    code, printed, err = _main("check", "privaudit/presets/demo.toml", "--out", str(out))
     assert code == 0 and err == ""
     summary, *estimates = printed.strip().splitlines()
     assert len(estimates) == 1 + 23 + 1 and all("an estimate" in line for line in estimates)
@@ -206,7 +206,7 @@ def test_an_attack_batch_other_than_the_defenses_is_warned_in_its_row_and_the_re
 
 
 def test_the_verdict_table_names_analytic_findings_beside_the_status():
-    from reports.summary import summary_table
+    from privaudit.reports.summary import summary_table
 
     record = {"subject": "Ternary quantization", "eps_claimed": "0", "eps_sound": "—", "eps_lb": None, "bound": None,
               "eps_estimate": None, "status": "not audited", "findings": ["premise violated", "vacuous claim"]}

@@ -1,4 +1,4 @@
-"""The coalition threat model (attacks/coalition/knowledge.py, privaudit/campaign/coalition_findings.py):
+"""The coalition threat model (privaudit/attacks/coalition/knowledge.py, privaudit/campaign/coalition_findings.py):
 exact recovery where the algebra is exact, identifiability computed from the system, and a
 campaign that runs it on every shipped defense it names."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.coalition.knowledge import exposure, knowledge_system, recover
+from privaudit.attacks.coalition.knowledge import exposure, knowledge_system, recover
 from privaudit.errors import ConfigError
 from privaudit.topology import Topology
 from privaudit.wire import Disclosure, Kind, Message, PublicKnowledge, Transcript
@@ -73,7 +73,7 @@ def test_a_coalition_campaign_runs_and_reports_each_agent(tmp_path):
     """Acceptance: a campaign with threat = "coalition" on a small graph, in the suite (< 30 s)."""
     from privaudit.campaign.config import parse_campaign
     from privaudit.campaign.run import run_campaign
-    from reports.html import render_report
+    from privaudit.reports.html import render_report
 
     raw = _campaign([{"kind": "dpsgd", "label": "D-PSGD", "lr": 0.2,
                       "model_options": {"hidden": [16], "activation": "sigmoid"}},

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from attacks.audit.mechanisms import MECHANISMS
+from privaudit.attacks.audit.mechanisms import MECHANISMS
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.campaign.config import read_campaign
 from privaudit.campaign.jobs import run_cell

@@ -12,7 +12,7 @@ import pytest
 from privaudit.campaign.audit_findings import audit_row, canary_verdict
 from privaudit.campaign.cells import build_defense, expand_all
 from privaudit.campaign.config import read_campaign
-from reports.verdicts import verdict_section
+from privaudit.reports.verdicts import verdict_section
 
 
 @pytest.fixture(scope="module")

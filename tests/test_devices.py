@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.audit.canary_audit import _scores_of, audit_game, scores
+from privaudit.attacks.audit.canary_audit import _scores_of, audit_game, scores
 from privaudit import devices
 from privaudit.campaign.audit_findings import game_for_table
 from privaudit.errors import ConfigError

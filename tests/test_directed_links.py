@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from attacks.audit.canary_audit import make_game
-from attacks.views import EXTRACTORS, MODEL_VIEWS
+from privaudit.attacks.audit.canary_audit import make_game
+from privaudit.attacks.views import EXTRACTORS, MODEL_VIEWS
 from privaudit.campaign.audit_findings import game_options
 from privaudit.campaign.cells import expand, expand_all, expand_attacks
 from privaudit.campaign.config import AuditConfig, parse_campaign, read_campaign

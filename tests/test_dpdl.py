@@ -8,8 +8,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-import defenses.dpdl  # noqa: F401  (registers "dpdl")
-from defenses.dpdl import DPDL, DPDLParams
+import privaudit.defenses.dpdl  # noqa: F401  (registers "dpdl")
+from privaudit.defenses.dpdl import DPDL, DPDLParams
 from privaudit.accounting import WITHOUT_REPLACEMENT_METHOD, epsilon, without_replacement_epsilon
 from privaudit.sim import simulate
 from privaudit.wire import CuriousNeighbour, GlobalListener, Kind, Wire
@@ -114,7 +114,7 @@ def test_two_rounds_match_the_papers_equations_by_hand(noise, shape):
 def test_row_chunks_give_the_same_round(monkeypatch):
     whole = build(4, "complete", noise_multiplier=1.0)
     whole.step(0, Wire(whole.setup.topology))
-    monkeypatch.setattr(defenses.dpdl, "_CHUNK_FLOATS", 30)  # B · P = 24: one row per chunk
+    monkeypatch.setattr(privaudit.defenses.dpdl, "_CHUNK_FLOATS", 30)  # B · P = 24: one row per chunk
     chunked = build(4, "complete", noise_multiplier=1.0)
     chunked.step(0, Wire(chunked.setup.topology))
     torch.testing.assert_close(chunked.x, whole.x)

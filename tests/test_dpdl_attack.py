@@ -2,7 +2,7 @@
 DLG's LeNet, the ND variant's cross-gradient (CG) and the self-gradient isolated from its momenta
 (MM*) give Inverting Gradients (the paper's attack [40]) high-PSNR reconstructions at an early round, while DPDL's noisy cross-gradient, with
 σ set by Theorem 1 for the paper's MNIST ε = 1, leaves it near the noise floor. The full grid is
-`campaigns/dpdl_attack.toml`."""
+`privaudit/presets/dpdl_attack.toml`."""
 
 import pytest
 import torch

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attacks.views.dpsgd import state_difference as dpsgd_state_difference
+from privaudit.attacks.views.dpsgd import state_difference as dpsgd_state_difference
 from privaudit.accounting import epsilon, subsampled_gaussian
 from privaudit.sim import simulate
 from privaudit.wire import CuriousNeighbour, Eavesdropper, GlobalListener, Kind

@@ -1,4 +1,4 @@
-"""The GDP estimate of `attacks.audit.estimates`: exactly 0 on null scores, accurate on μ-GDP scores,
+"""The GDP estimate of `privaudit.attacks.audit.estimates`: exactly 0 on null scores, accurate on μ-GDP scores,
 never capped (above the sound ε when the mechanism leaks more than it states), monotone; and the
 subsampled Gaussian's per-round log-likelihood ratio."""
 
@@ -9,8 +9,8 @@ import pytest
 from scipy.integrate import quad
 from scipy.stats import norm
 
-from attacks.audit.estimates import gdp_estimate, standardised_mean_difference, subsampled_gaussian_log_likelihood_ratio
-from attacks.audit.one_run import gdp_eps
+from privaudit.attacks.audit.estimates import gdp_estimate, standardised_mean_difference, subsampled_gaussian_log_likelihood_ratio
+from privaudit.attacks.audit.one_run import gdp_eps
 from privaudit.accounting import epsilon, subsampled_gaussian
 from privaudit.errors import ConfigError
 

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from attacks import extraction as extract
-from attacks.views import EXTRACTORS, MODEL_VIEWS, register_extractor
-from defenses import DEFENSES
+from privaudit.attacks import extraction as extract
+from privaudit.attacks.views import EXTRACTORS, MODEL_VIEWS, register_extractor
+from privaudit.defenses import DEFENSES
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.campaign.config import parse_campaign
 from privaudit.cli import main
@@ -149,9 +149,9 @@ def test_unknown_names_and_wrong_paths_are_one_line_errors(tmp_path, capsys, mon
         "'examples.laplace_gossip:state_difference' is not a Defense subclass (it is a function)")
     assert _error(capsys, tmp_path, "examples.laplace_gossip:LaplaceGossipParams") == (
         "'examples.laplace_gossip:LaplaceGossipParams' is not a Defense subclass (it is a class that does not "
-        "derive from defenses.base.Defense)")
-    assert _error(capsys, tmp_path, "defenses.base:Defense") == (
-        "'defenses.base:Defense' is abstract: implement claim, mechanism, states, step")
+        "derive from privaudit.defenses.base.Defense)")
+    assert _error(capsys, tmp_path, "privaudit.defenses.base:Defense") == (
+        "'privaudit.defenses.base:Defense' is abstract: implement claim, mechanism, states, step")
     assert _error(capsys, tmp_path, "examples.laplace_gossip:") == (
         "'examples.laplace_gossip:' is not an import path 'package.module:Class'")
     assert _error(capsys, tmp_path, "broken_defense:D") == (
@@ -160,7 +160,7 @@ def test_unknown_names_and_wrong_paths_are_one_line_errors(tmp_path, capsys, mon
         "importing module 'needs_dependency' failed: ModuleNotFoundError: No module named "
         "'not_installed_dependency'")
     assert _error(capsys, tmp_path, "taken_name:Taken") == (
-        "'taken_name:Taken' is named 'dpsgd', which defenses.dpsgd:DPSGD already is: give it another name")
+        "'taken_name:Taken' is named 'dpsgd', which privaudit.defenses.dpsgd:DPSGD already is: give it another name")
 
 
 def test_a_module_in_the_current_directory_is_found_off_sys_path(tmp_path, monkeypatch):

@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from attacks.extraction import KINDS
-from attacks.views import EXTRACTORS, extractor
-from attacks.views.dpdl import cross_gradient as dpdl_cross_gradient, momentum_difference as dpdl_momentum_difference, momentum_gradient as dpdl_momentum_gradient, self_gradient as dpdl_self_gradient
-from attacks.views.lt_admm_dp import bridge_update as lt_admm_bridge_update, state as lt_admm_state
-from attacks.views.ternary import state_difference as ternary_state_difference
-from attacks.views.tvss import noisy_state as tvss_noisy_state, state_difference as tvss_state_difference
-from defenses import DEFENSES
+from privaudit.attacks.extraction import KINDS
+from privaudit.attacks.views import EXTRACTORS, extractor
+from privaudit.attacks.views.dpdl import cross_gradient as dpdl_cross_gradient, momentum_difference as dpdl_momentum_difference, momentum_gradient as dpdl_momentum_gradient, self_gradient as dpdl_self_gradient
+from privaudit.attacks.views.lt_admm_dp import bridge_update as lt_admm_bridge_update, state as lt_admm_state
+from privaudit.attacks.views.ternary import state_difference as ternary_state_difference
+from privaudit.attacks.views.tvss import noisy_state as tvss_noisy_state, state_difference as tvss_state_difference
+from privaudit.defenses import DEFENSES
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.grads import batch_grad, clip_l2, per_sample_grads, smooth_clip
 from privaudit.sim import public_knowledge, simulate

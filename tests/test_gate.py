@@ -1,4 +1,4 @@
-"""The privacy gate (`reports.gate`, `--fail-on`): a run or a report exits 1 when a verdict has a
+"""The privacy gate (`privaudit.reports.gate`, `--fail-on`): a run or a report exits 1 when a verdict has a
 status the flag names, 0 otherwise, and writes the verdicts as JSON and as a JUnit suite a CI
 system parses. The refuted case runs in `tests/test_law_free_audit.py` (a third-party defense
 whose claim the law-free canary audit refutes)."""
@@ -10,7 +10,7 @@ import pytest
 
 from privaudit.cli import main
 from privaudit.errors import UsageError
-from reports.gate import junit, statuses
+from privaudit.reports.gate import junit, statuses
 from tests.helpers import one_line_error
 
 CAMPAIGN = ('[campaign]\nname = "gate"\n[data]\ndataset = "digits"\nmax_train = 60\n[[defense]]\nkind = "dp_dpsgd"\n'
@@ -72,7 +72,7 @@ def test_one_seed_shows_its_value_without_a_spread(gated):
 def test_a_refuted_claim_that_is_also_understated_fails_a_gate_on_either():
     """A claim below the sound accountant that an audit also refutes is "refuted" with the finding
     "understated": `--fail-on understated` must not pass it (a newcomer's plugin hit this)."""
-    from reports.gate import failing, gate_line
+    from privaudit.reports.gate import failing, gate_line
 
     found = {"verdicts": [{"subject": "mine", "status": "refuted", "findings": ["understated"], "eps_claimed": "2",
                            "eps_sound": "8", "eps_lb": 3.4, "eps_estimate": 7.8},

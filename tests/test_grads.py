@@ -116,7 +116,7 @@ def test_closed_form_per_sample_gradients_equal_autograd(options):
 
 
 def test_planted_records_keep_their_gradient_in_the_closed_form_clipped_sums():
-    from attacks.audit.canaries import PlantedModel
+    from privaudit.attacks.audit.canaries import PlantedModel
     from privaudit.grads import clipped_sums, masked_sums
     from privaudit.models import build_model
 

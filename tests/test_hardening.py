@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from defenses import DEFENSES
+from privaudit.defenses import DEFENSES
 from privaudit.campaign.cells import expand, expand_attacks, expand_audits, expand_membership
 from privaudit.campaign.config import parse_campaign
 from privaudit.cli import main
@@ -21,7 +21,7 @@ from privaudit.errors import ConfigError, PrivauditError
 from privaudit.store import ResultsStore
 from privaudit.topology import Topology
 from privaudit.wire import Eavesdropper, Kind, PublicKnowledge, Transcript, Wire
-from reports.html import render_report
+from privaudit.reports.html import render_report
 from tests.helpers import one_line_error, small_campaign
 
 TINY = """

@@ -412,7 +412,7 @@ def test_a_bug_exits_3_with_its_traceback_never_the_gates_1(finished, monkeypatc
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("reports.summary.summary", broken)
+    monkeypatch.setattr("privaudit.reports.summary.summary", broken)
     assert main(["report", str(out), "--fail-on", "refuted"]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and "RuntimeError: a bug" in err and "internal error" in err.splitlines()[-1]

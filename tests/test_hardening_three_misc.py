@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from attacks.audit.mechanisms import MECHANISMS, Setting, build, privacy_curve
+from privaudit.attacks.audit.mechanisms import MECHANISMS, Setting, build, privacy_curve
 from privaudit.errors import ConfigError
 from tests.helpers import one_line_error, without_notation
 
@@ -42,7 +42,7 @@ def _pairs(count: int, agents: int) -> list[dict]:
 
 
 def _section(tmp_path, row: dict) -> str:
-    from reports.html import render_report
+    from privaudit.reports.html import render_report
 
     (tmp_path / "results.jsonl").write_text(json.dumps(row) + "\n")
     html = without_notation(render_report(tmp_path).read_text())
@@ -198,7 +198,7 @@ def test_the_exact_curve_of_many_releases_is_formed_on_a_bounded_grid():
     """Laplace noise at ε = 1 over 10⁵ releases asked dp_accounting for 20 GB at the fixed 1e-4
     interval (killed after 4 minutes); the interval now coarsens so the grid stays bounded, which
     keeps the curve pessimistic (sound)."""
-    from attacks.audit.mechanisms import laws
+    from privaudit.attacks.audit.mechanisms import laws
 
     factors = [laws.LaplaceFactor(1.0, 1.0)]
     assert laws._interval(factors, 1) == 1e-4  # as before where the grid is small
@@ -211,14 +211,14 @@ def test_the_exact_curve_of_many_releases_is_formed_on_a_bounded_grid():
 
 @pytest.mark.parametrize("name", list(MECHANISMS))
 def test_a_claim_of_720_is_audited_for_every_mechanism(name):
-    from attacks.audit.mechanism_audit import audit
+    from privaudit.attacks.audit.mechanism_audit import audit
 
     report = audit(name, samples=1_000, claim_eps=720.0)
     assert report.verdict.status in ("consistent", "inconclusive") and report.delta_bound.value == 0.0
 
 
 def test_the_delta_bound_beyond_e_eps_range_is_the_bound_computed_in_logs():
-    from attacks.audit.bounds import delta_lower_bound
+    from privaudit.attacks.audit.bounds import delta_lower_bound
 
     assert delta_lower_bound(np.array([0.01, 0.2]), np.array([0.3, 0.01]), 720.0).tolist() == [0.0, 0.0]
     tiny = delta_lower_bound(np.array([1e-320]), np.array([0.5]), 720.0)[0]
@@ -226,7 +226,7 @@ def test_the_delta_bound_beyond_e_eps_range_is_the_bound_computed_in_logs():
 
 
 def test_ternary_below_r_1_claims_no_privacy_and_says_so(capsys):
-    from attacks.audit.mechanism_audit import audit
+    from privaudit.attacks.audit.mechanism_audit import audit
     from privaudit.cli import main
 
     report = audit("ternary", {"r": 1e-300}, samples=1_000)

@@ -333,7 +333,7 @@ def test_an_integer_for_a_float_still_reads_as_the_float():
 def test_every_shipped_campaign_still_validates():
     """The examples' campaigns import their code, which no test imports in-process before
     test_external_defense looks; its tests validate and run them."""
-    shipped = sorted((Path(__file__).resolve().parent.parent / "campaigns").glob("*.toml"))
+    shipped = sorted((Path(__file__).resolve().parent.parent / "privaudit" / "presets").glob("*.toml"))
     assert len(shipped) >= 10
     for path in shipped:
         load_campaign(path)
@@ -357,7 +357,7 @@ def test_claims_names_the_file_in_a_cells_error(tmp_path, capsys):
 def test_a_position_audits_victims_share_one_claim(monkeypatch):
     """The claim does not depend on the victim: computed once per run, not once per victim (on a
     complete graph of 16 agents it was 90 % of check's time)."""
-    import attacks.audit.canary_audit as canary_audit
+    import privaudit.attacks.audit.canary_audit as canary_audit
     from privaudit.campaign.audit_findings import check_audit
     from privaudit.campaign.cells import expand_all
 

@@ -20,9 +20,9 @@ from privaudit.campaign.config import MAX_LABEL, parse_campaign, read_campaign
 from privaudit.cli import main
 from privaudit.errors import ConfigError, escaped, printable, unsafe_character
 from privaudit.progress import Progress
-from reports.figures import DRAWN, audit_curve, plain
-from reports.notation import html_text, verbatim
-from reports.summary import summary_table
+from privaudit.reports.figures import DRAWN, audit_curve, plain
+from privaudit.reports.notation import html_text, verbatim
+from privaudit.reports.summary import summary_table
 from tests.demo_rows import STORED
 from tests.helpers import one_line_error, without_notation
 

@@ -64,7 +64,7 @@ def test_a_report_that_cannot_be_written_is_one_line(results, tmp_path, capsys):
 # 11. A closed pipe (`privaudit list | head -1`)
 
 
-@pytest.mark.parametrize("command", [["list"], ["list", "--json"], ["claims", "campaigns/demo.toml", "--json"],
+@pytest.mark.parametrize("command", [["list"], ["list", "--json"], ["claims", "privaudit/presets/demo.toml", "--json"],
                                      ["report", "{results}", "--format", "json"]])
 def test_a_reader_that_closes_the_pipe_ends_the_command_quietly(results, command):
     """The reader closes its end before the command writes (what `| head -1` does to a longer
@@ -377,7 +377,7 @@ def test_more_workers_than_cores_are_refused_with_the_way_to_lift_it(tmp_path, c
 FAULTY = '''
 import dataclasses, math
 import torch
-from attacks.views import register_extractor
+from privaudit.attacks.views import register_extractor
 from examples.laplace_gossip import STATE_DIFFERENCE, LaplaceGossip
 
 

@@ -15,11 +15,11 @@ import pytest
 import torch
 from torch import nn
 
-from attacks.extraction import Clipping, Target
-from attacks.inversion import INVERSIONS
-from attacks.inversion.gradient_matching import (DLG, IDLG, PAIR_DTYPE, BatchInversion, InvertingGradients,
+from privaudit.attacks.extraction import Clipping, Target
+from privaudit.attacks.inversion import INVERSIONS
+from privaudit.attacks.inversion.gradient_matching import (DLG, IDLG, PAIR_DTYPE, BatchInversion, InvertingGradients,
                                                  _CurvatureMemory, extract_labels, squared_distance)
-from attacks.inversion.replay import release
+from privaudit.attacks.inversion.replay import release
 from privaudit.data import load_dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad

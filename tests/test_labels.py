@@ -1,10 +1,10 @@
-"""Label recovery from the last layer's gradient for batches (attacks/inversion/labels.py): presence by the
+"""Label recovery from the last layer's gradient for batches (privaudit/attacks/inversion/labels.py): presence by the
 bias and the weight rows, counts from n_c = B (p̄_c − s_c), exact when p̄ is the batch's own."""
 
 import pytest
 import torch
 
-from attacks.inversion.labels import count_labels, extract_labels, final_inputs_nonnegative
+from privaudit.attacks.inversion.labels import count_labels, extract_labels, final_inputs_nonnegative
 from privaudit.data import load_dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from attacks import views
-from attacks.audit.canary_audit import audit_game
-from defenses import DEFENSES
-from defenses.external import Consent, resolve
+from privaudit.attacks import views
+from privaudit.attacks.audit.canary_audit import audit_game
+from privaudit.defenses import DEFENSES
+from privaudit.defenses.external import Consent, resolve
 from privaudit.campaign.audit_findings import game_for_table
 from privaudit.cli import main
 from privaudit.errors import ConfigError

@@ -3,7 +3,7 @@ reports / CLI, nothing importing upward, no import circle, and reports free of t
 
 A broken contract fails with the import chain that breaks it, e.g.
 
-    attacks import no campaign machinery, report or CLI: attacks.audit.canary_audit:51 -> privaudit.campaign.cells
+    attacks import no campaign machinery, report or CLI: privaudit.attacks.audit.canary_audit:51 -> privaudit.campaign.cells
 """
 
 from __future__ import annotations
@@ -27,14 +27,15 @@ campaign_machinery = lambda module: _package("privaudit.campaign")(module) and n
 cli = lambda module: _package("privaudit.cli")(module) or api(module)  # noqa: E731
 """The front ends on top of every layer: the command line and the Python API (`privaudit.campaign.api`,
 in the campaign package, the top of the layers the project's import checker knows)."""
-defenses, attacks, reports, campaigns = map(_package, ("defenses", "attacks", "reports", "campaigns"))
+defenses, attacks, reports, campaigns = map(_package, ("privaudit.defenses", "privaudit.attacks", "privaudit.reports",
+                                                     "privaudit.presets"))
 
 
 def engine(module: str) -> bool:
     """The engine: every module of `privaudit` but the campaign machinery, the front ends and the
     package's own `__init__`, a facade that re-exports the public API lazily."""
     return (_package("privaudit")(module) and module != "privaudit" and not campaign_machinery(module)
-            and not cli(module))
+            and not cli(module) and not _any(defenses, attacks, reports, campaigns)(module))
 
 
 READ_BY_REPORTS = {"privaudit", "privaudit.store", "privaudit.files", "privaudit.errors", "privaudit.limits"}
@@ -60,13 +61,13 @@ CONTRACTS = [
     Contract("shipped campaigns are data: they import no project module", campaigns,
              lambda module: not campaigns(module)),
     Contract("attack families and the campaign machinery read a defense's view through the registries "
-             "(attacks.views), never its view module", _any(lambda m: attacks(m) and not _package("attacks.views")(m),
+             "(privaudit.attacks.views), never its view module", _any(lambda m: attacks(m) and not _package("privaudit.attacks.views")(m),
                                                              campaign_machinery),
-             lambda m: _package("attacks.views")(m) and m not in ("attacks.views", "attacks.views.registry")),
-    Contract("the pieces views are built from import no view", _any(_package("attacks.extraction"),
-                                                                     _package("attacks.audit.channels"),
-                                                                     _package("attacks.coalition.dynamics")),
-             _package("attacks.views")),
+             lambda m: _package("privaudit.attacks.views")(m) and m not in ("privaudit.attacks.views", "privaudit.attacks.views.registry")),
+    Contract("the pieces views are built from import no view", _any(_package("privaudit.attacks.extraction"),
+                                                                     _package("privaudit.attacks.audit.channels"),
+                                                                     _package("privaudit.attacks.coalition.dynamics")),
+             _package("privaudit.attacks.views")),
 ]
 
 
@@ -86,9 +87,9 @@ def test_reports_reach_torch_through_no_import_chain():
 def test_rendering_a_report_loads_neither_torch_nor_the_engine():
     """The same, at run time: importing the report renderer leaves torch and the training engine
     out of the interpreter."""
-    code = ("import sys, reports.html, reports.browser_check; "
+    code = ("import sys, privaudit.reports.html, privaudit.reports.browser_check; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or m in "
-            "('privaudit.sim', 'privaudit.models', 'defenses', 'attacks')))")
+            "('privaudit.sim', 'privaudit.models', 'privaudit.defenses', 'privaudit.attacks')))")
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"
 
@@ -104,17 +105,17 @@ def _copy_with(tmp_path: Path, modules: dict[str, str]) -> Path:
 
 def test_a_wrong_import_breaks_its_contract_and_the_message_names_the_chain(tmp_path):
     root = _copy_with(tmp_path, {
-        "attacks.upward": "import math\n\ndef f():\n    from privaudit.campaign.config import Campaign\n",
-        "privaudit.climbing": "from defenses.dpsgd import DPSGD\n",
-        "reports.heavy": "from privaudit.sim import simulate\n",
+        "privaudit.attacks.upward": "import math\n\ndef f():\n    from privaudit.campaign.config import Campaign\n",
+        "privaudit.climbing": "from privaudit.defenses.dpsgd import DPSGD\n",
+        "privaudit.reports.heavy": "from privaudit.sim import simulate\n",
     })
     found = broken(read_graph(root), CONTRACTS)
-    assert "attacks import no campaign machinery, report or CLI: attacks.upward:4 -> privaudit.campaign.config" in found
-    assert any(line.endswith("privaudit.climbing:1 -> defenses.dpsgd") for line in found)
-    assert any(line.startswith("reports read stored rows") and "reports.heavy:1 -> privaudit.sim" in line
+    assert "attacks import no campaign machinery, report or CLI: privaudit.attacks.upward:4 -> privaudit.campaign.config" in found
+    assert any(line.endswith("privaudit.climbing:1 -> privaudit.defenses.dpsgd") for line in found)
+    assert any(line.startswith("reports read stored rows") and "privaudit.reports.heavy:1 -> privaudit.sim" in line
                for line in found)
-    torch_chains = external_imports(read_graph(root), ["reports.heavy"], "torch")
-    assert torch_chains and torch_chains[0].startswith("reports.heavy:1 -> privaudit.sim:")
+    torch_chains = external_imports(read_graph(root), ["privaudit.reports.heavy"], "torch")
+    assert torch_chains and torch_chains[0].startswith("privaudit.reports.heavy:1 -> privaudit.sim:")
     assert torch_chains[0].endswith("-> torch")
 
 

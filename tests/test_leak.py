@@ -11,8 +11,8 @@ import torch
 from privaudit.data import load_dataset
 from privaudit.leak import CONFIDENCE, FLOOR_DRAWS, decide, noise_floor
 from privaudit.metrics import score_reconstruction
-from reports.artifacts import Images
-from reports.inversion import inversion_section, leak_verdict
+from privaudit.reports.artifacts import Images
+from privaudit.reports.inversion import inversion_section, leak_verdict
 
 VICTIM = torch.tensor([10])
 

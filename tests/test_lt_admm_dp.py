@@ -7,8 +7,8 @@ import dp_accounting
 import pytest
 import torch
 
-import defenses.lt_admm_dp  # noqa: F401  (registers the defense)
-from defenses.lt_admm_dp import LTADMMDP, LTADMMDPParams
+import privaudit.defenses.lt_admm_dp  # noqa: F401  (registers the defense)
+from privaudit.defenses.lt_admm_dp import LTADMMDP, LTADMMDPParams
 from privaudit.accounting import WITHOUT_REPLACEMENT_METHOD, without_replacement_epsilon
 from privaudit.models import build_model
 from privaudit.sim import simulate

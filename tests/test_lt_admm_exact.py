@@ -15,10 +15,10 @@ the rounding). Run in float64, the same extractor recovers the update to ≈ 1e-
 
 import torch
 
-from attacks.extraction import Clipping, Target
-from attacks.inversion.gradient_matching import IDLG
-from attacks.inversion.replay import release
-from attacks.views.lt_admm_dp import bridge_update as lt_admm_bridge_update, state as lt_admm_state
+from privaudit.attacks.extraction import Clipping, Target
+from privaudit.attacks.inversion.gradient_matching import IDLG
+from privaudit.attacks.inversion.replay import release
+from privaudit.attacks.views.lt_admm_dp import bridge_update as lt_admm_bridge_update, state as lt_admm_state
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad, smooth_clip

@@ -9,7 +9,7 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution
 from scipy.stats import laplace, norm
 
-from attacks.audit.mechanisms import MECHANISMS, NORMS, GaussianMixtureFactor, Pair, Setting, build, privacy_curve
+from privaudit.attacks.audit.mechanisms import MECHANISMS, NORMS, GaussianMixtureFactor, Pair, Setting, build, privacy_curve
 from privaudit.errors import ConfigError
 from privaudit.quantizers import ternary_pmf, ternary_tv, worst_case_delta
 
@@ -171,7 +171,7 @@ def test_claims_follow_the_papers_formulas():
     assert state.eps == pytest.approx(3 * 0.2 * 0.5 / (1 * 2**0.05))  # T · Cα₀/(γ₀σ₁)
     assert build("tvss_state").unit() == pytest.approx(0.2 * 0.5)  # Definition 1: Cα₀/γ₀, the claim's Δ_1
     assert build("tvss_state", {"level": "record"}).unit() == pytest.approx(2 * 0.2 * 0.5)
-    from defenses.lt_admm_dp import theorem2_epsilon
+    from privaudit.defenses.lt_admm_dp import theorem2_epsilon
 
     admm = build("lt_admm_round").claim(Setting(2.0, 1, 2, 1e-4))
     assert admm.eps == pytest.approx(theorem2_epsilon(2, 4, 1.0, 8, 0.5, 1000, 1e-4))
@@ -205,7 +205,7 @@ def test_bad_mechanism_or_parameter_is_a_one_line_error(name, params, expected):
 
 
 def test_a_defense_release_names_a_registered_defense():
-    from defenses import DEFENSES
+    from privaudit.defenses import DEFENSES
 
     named = {name: cls.defense for name, cls in MECHANISMS.items() if cls.defense is not None}
     assert set(named) == {"ternary", "dpdl_cross_gradient", "lt_admm_round", "tvss_state", "tvss_gradient"}

@@ -11,7 +11,7 @@ import torch
 from scipy.special import logsumexp
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from attacks.membership.scores import (
+from privaudit.attacks.membership.scores import (
     RMIA_A_CHOSEN,
     RMIA_A_PAPER,
     ROC_POINTS,

@@ -1,4 +1,4 @@
-"""Muffliato-GD (`defenses.muffliato`, `attacks.views.muffliato`, issue 28): a noisy local update
+"""Muffliato-GD (`privaudit.defenses.muffliato`, `privaudit.attacks.views.muffliato`, issue 28): a noisy local update
 every K-th round, pure gossip between.
 
 * K = 1 is DP-D-PSGD, number for number; with K > 1 the state difference across an update round is
@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 import torch
 
-from attacks import views
-from attacks.audit.canary_audit import audit_game, play
-from attacks.audit.position import position_audit
-from attacks.coalition.knowledge import recover
-from attacks.views.muffliato import state_difference
+from privaudit.attacks import views
+from privaudit.attacks.audit.canary_audit import audit_game, play
+from privaudit.attacks.audit.position import position_audit
+from privaudit.attacks.coalition.knowledge import recover
+from privaudit.attacks.views.muffliato import state_difference
 from privaudit.accounting import epsilon, subsampled_gaussian
 from privaudit.campaign.audit_findings import game_for_table
 from privaudit.campaign.catalogue import defenses as listed

@@ -7,7 +7,7 @@ gradient, ≈ 0.1 against ‖φ⁰‖ ≈ 44), so the sum is almost symmetric in
 it with the images in the wrong steps ends in a local minimum at 20–29 dB: that is where
 `BatchInversion` stood, its labels read off the sum and given to the steps in class order (the
 wrong one in seeds 0–4). It now screens both step orders of its first stage's images
-(`attacks.inversion.gradient_matching.BatchInversion`). `bench/multistep_inversion.py` prints
+(`privaudit.attacks.inversion.gradient_matching.BatchInversion`). `bench/multistep_inversion.py` prints
 every seed, with Inverting Gradients and iDLG beside it.
 
 The victim's rows reach only the scoring (a ground-truth tap).
@@ -16,9 +16,9 @@ The victim's rows reach only the scoring (a ground-truth tap).
 import pytest
 import torch
 
-from attacks.extraction import Target
-from attacks.inversion.gradient_matching import BatchInversion, _Candidates
-from attacks.views.lt_admm_dp import bridge_update
+from privaudit.attacks.extraction import Target
+from privaudit.attacks.inversion.gradient_matching import BatchInversion, _Candidates
+from privaudit.attacks.views.lt_admm_dp import bridge_update
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.campaign.config import parse_campaign
 from privaudit.metrics import Scores, score_reconstruction

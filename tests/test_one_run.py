@@ -1,4 +1,4 @@
-"""The one-run audits of `attacks.audit.one_run`: Steinke et al. 2023's (ε, δ) bound and Mahloujifar et
+"""The one-run audits of `privaudit.attacks.audit.one_run`: Steinke et al. 2023's (ε, δ) bound and Mahloujifar et
 al. 2024's f-DP (μ-GDP) bound, on hand-set counts and on simulated runs of a μ-GDP mechanism."""
 
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from attacks.audit.one_run import (gdp_eps, gdp_inverse_power, one_run_eps, one_run_fdp_rejects, one_run_gdp_eps,
+from privaudit.attacks.audit.one_run import (gdp_eps, gdp_inverse_power, one_run_eps, one_run_fdp_rejects, one_run_gdp_eps,
                                    one_run_gdp_mu, one_run_p_value)
 from privaudit.errors import ConfigError
 

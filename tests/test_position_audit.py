@@ -1,4 +1,4 @@
-"""Canary audits by the attacker's position (issue 28, `attacks.audit.position`): a curious agent
+"""Canary audits by the attacker's position (issue 28, `privaudit.attacks.audit.position`): a curious agent
 that hears only what it receives, or a coalition, audits one victim from a shared batch of runs.
 
 * null pairs (canary absent in both worlds) give ε_LB = 0 in ≥ 19 of 20 seeds, and the GDP
@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 import torch
 
-from attacks.audit.canary_audit import world
-from attacks.audit.position import (Received, attacker_tap, play_positions, position_audit, positions, received,
+from privaudit.attacks.audit.canary_audit import world
+from privaudit.attacks.audit.position import (Received, attacker_tap, play_positions, position_audit, positions, received,
                                     round_score)
-from defenses import DEFENSES
+from privaudit.defenses import DEFENSES
 from privaudit.campaign.audit_findings import game_for_table
 from privaudit.errors import ConfigError
 from privaudit.network_accounting import sgd_gram

@@ -7,7 +7,7 @@ import pytest
 from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.run import run_campaign
 from privaudit.errors import ConfigError
-from reports.html import render_report
+from privaudit.reports.html import render_report
 from tests.helpers import without_notation
 
 LINE = {"kind": "dp_dpsgd", "label": "line", "topology": "line", "agents": 6, "model": "logreg", "rounds": 8,
@@ -86,14 +86,14 @@ def test_what_a_position_audit_cannot_run_is_named_before_training(tmp_path, tab
 
 @pytest.mark.slow
 def test_the_preset_runs_and_shows_privacy_falling_with_distance_on_every_graph(tmp_path):
-    """campaigns/privacy_by_position.toml end to end (about 2–4 minutes on 2 cores): every
+    """privaudit/presets/privacy_by_position.toml end to end (about 2–4 minutes on 2 cores): every
     position row ends, its closest attacker learns more than its farthest, and none exceeds the
     defense's sound ε."""
     from pathlib import Path
 
     from privaudit.campaign.config import load_campaign
 
-    path = Path(__file__).parents[1] / "campaigns" / "privacy_by_position.toml"
+    path = Path(__file__).parents[1] / "privaudit" / "presets" / "privacy_by_position.toml"
     store = run_campaign(load_campaign(path), path.read_text(), tmp_path, progress=False, say=lambda _: None)
     rows = [row for row in store.rows() if row.get("kind") == "position"]
     assert rows and all(row["status"] == "ok" for row in rows)

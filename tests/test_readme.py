@@ -11,7 +11,7 @@ CPUs whose vector units round the sampled noise differently move that count, and
 little (the quickstart's ε_LB is 0.4546 on the machine that wrote the README and 0.4057 on another
 of the same kind, same torch, same seed); a change that moves a number further, or any word, makes
 the README stale and fails. The commands run verbatim, in a temporary folder that
-holds a copy of `campaigns/` and the repository's `.venv`, so they write nothing outside it; the
+holds a copy of the presets (`privaudit/presets/`) and the repository's `.venv`, so they write nothing outside it; the
 audit runs on the CPU (`PRIVAUDIT_DEVICE=cpu`, as the README says its numbers are).
 """
 
@@ -119,10 +119,11 @@ def test_a_shown_line_matches_only_in_order_and_an_ellipsis_only_stands_for_text
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """A folder the recipe can run in as in the repository's root: `campaigns/` copied, `.venv`
+    """A folder the recipe can run in as in the repository's root: the presets copied, `.venv`
     the repository's (or, where the suite runs from another environment, a `privaudit` script
     that runs this interpreter's privaudit)."""
-    shutil.copytree(ROOT / "campaigns", tmp_path / "campaigns")
+    shutil.copytree(ROOT / "privaudit" / "presets", tmp_path / "privaudit" / "presets",
+                    ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     venv = ROOT / ".venv"
     if (venv / "bin" / "privaudit").exists():
         (tmp_path / ".venv").symlink_to(venv, target_is_directory=True)

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from attacks.audit.reconstruction_bounds import clopper_pearson_lower, psnr_kappa
-from attacks.audit.reconstruction_game import holding, play_trial
+from privaudit.attacks.audit.reconstruction_bounds import clopper_pearson_lower, psnr_kappa
+from privaudit.attacks.audit.reconstruction_game import holding, play_trial
 from privaudit.campaign.audit_findings import reconstruction_game
 from privaudit.campaign.cells import expand, expand_audits
 from privaudit.campaign.config import AuditConfig, parse_campaign
@@ -57,7 +57,7 @@ def test_an_undefended_run_is_rebuilt_in_every_trial_and_forces_the_reconstructi
     assert "iDLG on the state_difference target at round 0, 10 trials" in row["attack"]
     assert "PSNR ≥ 30 dB" in row["attack"] and f"{detail['pool']:,} records" in row["attack"]
     assert row["relation"]["audited"] == "replace-one, one record"
-    from reports.summary import summary
+    from privaudit.reports.summary import summary
     (verdict,) = summary(tmp_path)["verdicts"]
     assert verdict["subject"] == "D-PSGD" and verdict["kind"] == "defense run"
     assert verdict["eps_lb"] == pytest.approx(row["eps_lb"])
@@ -167,7 +167,7 @@ def test_the_verdict_compares_with_the_claim_for_replacing_one_record(change, ep
     """Against 360 candidates, 10 successes of 10 force ε ≥ 5.59, above 1 (replace-one) and 2 × 1
     (add/remove); 7 of 10 force 4.95, below 2 × 2.5 though 10 of 10 would exceed it; no 10 trials
     can refute 8."""
-    from attacks.audit.reconstruction_bounds import reconstruction_bound
+    from privaudit.attacks.audit.reconstruction_bounds import reconstruction_bound
     from privaudit.campaign.audit_findings import reconstruction_delta, reconstruction_verdict, replace_one_claim
 
     claim = _claim(change, eps, 1e-5)

@@ -1,4 +1,4 @@
-"""The reconstruction bound of `attacks.audit.reconstruction_bounds`: exact on perfect reconstructions,
+"""The reconstruction bound of `privaudit.attacks.audit.reconstruction_bounds`: exact on perfect reconstructions,
 0 on unrelated ones, its baseline κ bracketed by a brute-force search over guesses, its PSNR criterion
 the one `privaudit.metrics` reports, never above the true ε of a known ε-DP reconstruction game, and
 its input errors one line each."""
@@ -11,8 +11,8 @@ import pytest
 import torch
 from scipy.stats import beta
 
-from attacks.audit import reconstruction_bounds
-from attacks.audit.reconstruction_bounds import psnr_kappa, reconstruction_bound
+from privaudit.attacks.audit import reconstruction_bounds
+from privaudit.attacks.audit.reconstruction_bounds import psnr_kappa, reconstruction_bound
 from privaudit.data import Normalisation
 from privaudit.metrics import pixel_errors
 from tests.import_graph import external_imports, read_graph
@@ -155,4 +155,4 @@ def test_invalid_kappa_inputs_raise_one_line_errors(candidates, threshold):
 
 def test_the_module_reaches_torch_through_no_import():
     graph = read_graph(Path(__file__).resolve().parent.parent)
-    assert external_imports(graph, ["attacks.audit.reconstruction_bounds"], "torch") == []
+    assert external_imports(graph, ["privaudit.attacks.audit.reconstruction_bounds"], "torch") == []

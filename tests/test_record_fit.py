@@ -1,4 +1,4 @@
-"""The record fit (attacks/coalition/record_fit.py): a curious end of a line recovers every agent's record
+"""The record fit (privaudit/attacks/coalition/record_fit.py): a curious end of a line recovers every agent's record
 and gradient from float32 D-PSGD messages, and refuses what its hypothesis does not cover."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.func import grad
 
-from attacks.coalition.record_fit import FIT_TOLERANCE, fit_records
+from privaudit.attacks.coalition.record_fit import FIT_TOLERANCE, fit_records
 from privaudit.flatmodel import FlatModel
 from privaudit.models import build_mlp
 from privaudit.topology import Topology

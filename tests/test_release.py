@@ -5,9 +5,9 @@ over restarts and differentiable in the candidates."""
 import pytest
 import torch
 
-from attacks.extraction import Clipping, Target
-from attacks.inversion.replay import images_per_target, release
-from attacks.views.dpdl import cross_gradient as dpdl_cross_gradient
+from privaudit.attacks.extraction import Clipping, Target
+from privaudit.attacks.inversion.replay import images_per_target, release
+from privaudit.attacks.views.dpdl import cross_gradient as dpdl_cross_gradient
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import batch_grad, clip_l1, per_sample_grads, smooth_clip

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from privaudit.store import ResultsStore
-from reports.html import render_report
+from privaudit.reports.html import render_report
 from tests.helpers import without_notation
 
 SCRIPT = "<script>alert(1)</script>"
@@ -106,7 +106,7 @@ def test_figures_draw_labels_with_dollars_literally(report):
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed (make test-browser installs it)")
 def test_a_browser_runs_nothing_from_the_campaign(report):
-    from reports.browser_check import check_report
+    from privaudit.reports.browser_check import check_report
 
     line = check_report(report, report.with_suffix(".png"), shutil.which("chromium"))
     assert line.startswith("browser check passed") and report.with_suffix(".png").stat().st_size > 0

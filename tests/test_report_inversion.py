@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from privaudit.store import RESULTS_FILE
-from reports.html import render_report
+from privaudit.reports.html import render_report
 from tests.helpers import without_notation
 
 RING = {"topology": "ring", "agents": 10}

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from reports.browser_check import CheckFailed, check_report
+from privaudit.reports.browser_check import CheckFailed, check_report
 from tests.test_report_verdicts import _render, rows  # noqa: F401 - the verdicts' rows fixture
 
 CHROMIUM = shutil.which("chromium")

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from privaudit.store import ResultsStore
-from reports.html import render_report
-from reports.membership import needed_non_members, resolvable
+from privaudit.reports.html import render_report
+from privaudit.reports.membership import needed_non_members, resolvable
 from tests.helpers import without_notation
 
 SCRIPT = "<script>alert(1)</script>"

@@ -6,13 +6,13 @@ no campaign varies the noise. The DPDL σ-sweep preset validates and ends at The
 
 import pytest
 
-from attacks.views import noise
+from privaudit.attacks.views import noise
 from privaudit.campaign.cells import claims
 from privaudit.campaign.config import load_campaign
 from privaudit.campaign.run import run_campaign
 from privaudit.store import ResultsStore
-from reports.html import render_report
-from reports.privacy_utility import find_sweeps, privacy_utility_section
+from privaudit.reports.html import render_report
+from privaudit.reports.privacy_utility import find_sweeps, privacy_utility_section
 from tests.helpers import small_campaign
 
 DPDL = {"lr": 0.005, "batch_size": 1, "clip": 2.0, "beta": 0.7, "alpha": 2.0, "delta": 1e-5, "h": 1.0,
@@ -188,7 +188,7 @@ def test_the_section_is_rendered_after_training_and_escaped(tmp_path):
 
 
 def test_the_dpdl_sweep_preset_runs_from_no_noise_to_theorem_1_at_epsilon_1():
-    campaign = load_campaign("campaigns/dpdl_sweep.toml")
+    campaign = load_campaign("privaudit/presets/dpdl_sweep.toml")
     scenarios = {table.scenario for table in campaign.attack}
     assert {"cross_gradient", "momentum"} <= scenarios
     found = claims(campaign)

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from privaudit.store import ResultsStore
-from reports.html import render_report, runs_of
-from reports.verdicts import ratio_text, severity, verdict_section
+from privaudit.reports.html import render_report, runs_of
+from privaudit.reports.verdicts import ratio_text, severity, verdict_section
 from tests.helpers import without_notation
 
 
@@ -313,7 +313,7 @@ def test_one_rule_for_assumed_constants_and_theorem_ranges():
     """Issue 22: a bound above a claim that rests on assumed constants refutes it only for the
     range of each constant solved from the claim's law (ε ∝ c₂: c₂ < assumed · ε_LB/ε); a claim
     outside its theorem's range is never refuted; the canary and the mechanism audits share the rule."""
-    from attacks.audit.verdict import decide
+    from privaudit.attacks.audit.verdict import decide
     from privaudit.accounting import OUTSIDE_RANGE, AssumedConstant
     from privaudit.campaign.audit_findings import canary_verdict
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from privaudit.store import _parse, encode
-from reports.html import render_report
+from privaudit.reports.html import render_report
 
 ROWS = json.loads((Path(__file__).parent / "data" / "demo_rows.json").read_text())["rows"]
 SPECIAL = [10**400, -(10**400), "nan", "inf", "", "x", None, True, False, [], {}, [None], {"": None}, 0, -1, 1e308,

@@ -11,8 +11,8 @@ import pytest
 import torch
 from dp_accounting.pld import privacy_loss_distribution
 
-import defenses.ternary  # noqa: F401  (registers the defense)
-from defenses.ternary import Ternary, TernaryParams
+import privaudit.defenses.ternary  # noqa: F401  (registers the defense)
+from privaudit.defenses.ternary import Ternary, TernaryParams
 from privaudit.accounting import epsilon
 from privaudit.campaign.config import load_campaign
 from privaudit.quantizers import (
@@ -249,7 +249,7 @@ def test_larger_threshold_gives_larger_overshoot_paper_preset(defense_of):
 
 
 def test_preset_validates_with_three_thresholds():
-    campaign = load_campaign("campaigns/ternary.toml")
+    campaign = load_campaign("privaudit/presets/ternary.toml")
     (table,) = campaign.defense
     assert [run.params().r for run in table.variants()] == [2.0, 4.0, 8.0]
     assert table.model == "linear_estimator" and campaign.data.dataset == "estimation_wb"

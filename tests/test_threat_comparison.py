@@ -4,8 +4,8 @@ compared in one table of the report."""
 
 from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.run import run_campaign
-from reports.html import render_report
-from reports.threat_comparison import threat_comparisons
+from privaudit.reports.html import render_report
+from privaudit.reports.threat_comparison import threat_comparisons
 
 DPSGD = {"kind": "dpsgd", "label": "D-PSGD", "agents": 4, "topology": "ring", "rounds": 2, "eval_every": 2,
          "batch_size": 1, "lr": 0.1}

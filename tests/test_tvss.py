@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from defenses.tvss import (  # registers tvss_output and tvss_gradient
+from privaudit.defenses.tvss import (  # registers tvss_output and tvss_gradient
     Schedule,
     gradient_claim,
     gradient_sound,
@@ -268,5 +268,5 @@ def test_estimation_converges_with_a_clip_that_does_not_bind(defense_of, kind, f
 
 
 def test_preset_validates():
-    campaign = load_campaign("campaigns/tvss.toml")
+    campaign = load_campaign("privaudit/presets/tvss.toml")
     assert {table.kind for table in campaign.defense} == {"tvss_output", "tvss_gradient"}

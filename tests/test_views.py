@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from attacks import views
-from attacks.inversion import INVERSIONS, register_inversion
-from attacks.membership.methods import METHODS, MembershipMethod, register_method
-from defenses import DEFENSES
-from defenses.external import SHIPPED
+from privaudit.attacks import views
+from privaudit.attacks.inversion import INVERSIONS, register_inversion
+from privaudit.attacks.membership.methods import METHODS, MembershipMethod, register_method
+from privaudit.defenses import DEFENSES
+from privaudit.defenses.external import SHIPPED
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -127,7 +127,7 @@ def _outside_views() -> list[Path]:
     found = []
     for package in ("attacks", "privaudit", "reports"):
         for path in sorted((ROOT / package).rglob("*.py")):
-            inside_view = path.parent == ROOT / "attacks" / "views" and path.name not in ("registry.py", "__init__.py")
+            inside_view = path.parent == ROOT / "privaudit" / "attacks" / "views" and path.name not in ("registry.py", "__init__.py")
             if not inside_view:
                 found.append(path)
     return found
@@ -189,8 +189,8 @@ def test_a_shipped_view_entry_cannot_be_replaced():
 
 
 def test_an_inversion_registers_under_a_new_name_only(monkeypatch):
-    monkeypatch.setattr("attacks.inversion.base.INVERSIONS", dict(INVERSIONS))
-    from attacks.inversion import base
+    monkeypatch.setattr("privaudit.attacks.inversion.base.INVERSIONS", dict(INVERSIONS))
+    from privaudit.attacks.inversion import base
 
     with pytest.raises(ValueError, match="already registered"):
         register_inversion("dlg", base.INVERSIONS["ig"])
@@ -209,8 +209,8 @@ def test_every_shipped_defense_has_a_view_whose_parts_are_its_own():
 
 
 def test_a_membership_method_registers_under_a_new_name_only(monkeypatch):
-    monkeypatch.setattr("attacks.membership.methods.METHODS", dict(METHODS))
-    from attacks.membership import methods
+    monkeypatch.setattr("privaudit.attacks.membership.methods.METHODS", dict(METHODS))
+    from privaudit.attacks.membership import methods
 
     with pytest.raises(ValueError, match="already registered"):
         register_method(MembershipMethod("loss", "mine", lambda outputs, settings: outputs.loss[0]))

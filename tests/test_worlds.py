@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 import torch
 
-from defenses import DEFENSES
+from privaudit.defenses import DEFENSES
 from privaudit.sim import simulate
 from privaudit.threats import build_tap
 from privaudit.topology import Topology

@@ -34,14 +34,14 @@ from privaudit.campaign.run import run_campaign
 from privaudit.errors import ConfigError, printable
 from privaudit.store import ResultsStore
 from privaudit.threads import limited
-from reports.html import render_report
-from reports.summary import summary
-from reports.verdicts import MEANINGS
+from privaudit.reports.html import render_report
+from privaudit.reports.summary import summary
+from privaudit.reports.verdicts import MEANINGS
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One verdict of the report (`reports.verdicts`): its subject, status (`refuted`,
+    """One verdict of the report (`privaudit.reports.verdicts`): its subject, status (`refuted`,
     `understated`, `consistent`, …), the claimed and sound ε as the report prints them (over
     seeds), the strongest empirical lower bound (a rigorous bound, with the confidence its audit
     states) and the ε estimate of its audit (an estimate, never a bound), and its analytic findings."""
@@ -190,7 +190,7 @@ def audit(mechanism: str, params: dict[str, Any] | None = None, *, claim: Iterab
     you state rather than the mechanism's own formula. Options as the command's (adjacency, dim,
     releases, samples, confidence, delta, seed); ConfigError (one line) naming a bad one. Returns
     the audit's report; `.as_dict()` is the command's JSON."""
-    from attacks.audit.mechanism_audit import audit as mechanism_audit
+    from privaudit.attacks.audit.mechanism_audit import audit as mechanism_audit
 
     try:
         checked = _AuditOptions.model_validate(options)

@@ -1,7 +1,7 @@
 """Audit findings: the results rows of a campaign's `[[audit]]` tables.
 
-A mechanism audit (`attacks.audit.mechanism_audit.audit`) samples one release in isolation; a canary audit
-(`attacks.audit.canary_audit.audit_game`) trains a defense many times with and without a canary record. Both
+A mechanism audit (`privaudit.attacks.audit.mechanism_audit.audit`) samples one release in isolation; a canary audit
+(`privaudit.attacks.audit.canary_audit.audit_game`) trains a defense many times with and without a canary record. Both
 end in an ε lower bound at a stated confidence, which a row sets beside the claim and the sound ε
 with a verdict, in one shape for both kinds (the report reads only these common fields; the
 audit's own record is kept under `detail`):
@@ -19,26 +19,26 @@ adjacency, how the test was chosen).
 A canary audit's verdict compares ε_LB with the ε the paper's formula gives (`eps_claimed`) at
 the claim's δ, and a mechanism audit's its δ_LB at the claimed ε with the claimed δ; what that
 means for the claim (refuted, refuted only for a range of assumed constants, outside the
-theorem's range, ...) is decided by the one rule of `attacks.audit.verdict` for both. A defense that
+theorem's range, ...) is decided by the one rule of `privaudit.attacks.audit.verdict` for both. A defense that
 claims no privacy has nothing to refute, and its bound stands alone. `findings` are the claim's
 analytic findings and, for a mechanism audit of a claim whose relation the code does not enforce
-for records, the record-level measurement (`attacks.audit.mechanism_audit`'s premise).
+for records, the record-level measurement (`privaudit.attacks.audit.mechanism_audit`'s premise).
 
-A reconstruction audit (`attacks.audit.reconstruction_game.play`) plays the informed-adversary game
+A reconstruction audit (`privaudit.attacks.audit.reconstruction_game.play`) plays the informed-adversary game
 on one run: in each trial the victim holds exactly one record drawn from a candidate pool, an
 inversion attack rebuilds it from what the threat model heard, and the successes force ε up
-(`attacks.audit.reconstruction_bounds`). Its row has the canary row's fields; its verdict uses the
+(`privaudit.attacks.audit.reconstruction_bounds`). Its row has the canary row's fields; its verdict uses the
 same rule, for the relation the game tests, replacing one record (an add/remove claim (ε, δ)
 implies (2ε, (1 + e^ε)δ) for it).
 
-A position audit (`attacks.audit.position.position_audit`) runs one canary audit for many attackers
+A position audit (`privaudit.attacks.audit.position.position_audit`) runs one canary audit for many attackers
 at once, each a curious agent (or coalition) hearing only what it receives: its row is a canary
 row whose bound is the strongest pair's, judged against the defense's claim (which holds for every
 attacker), with every pair under `pairs` (attacker, graph distance, ε_LB, estimate, the pairwise
 network accountant's figures and the pair's own verdict where a pairwise claim exists).
 
 A canary audit's game is built here from a campaign cell or a `[[defense]]` table
-(`game_for_cell`, `game_for_table`): `attacks.audit.canary_audit` takes a set-up and a defense's parameters,
+(`game_for_cell`, `game_for_table`): `privaudit.attacks.audit.canary_audit` takes a set-up and a defense's parameters,
 and only this layer knows how a campaign turns into them.
 """
 
@@ -48,18 +48,18 @@ import math
 import time
 from typing import Any
 
-from attacks.audit.bounds import perfect_test_eps
-from attacks.audit.canary_audit import Game, audit_delta, audit_game, make_game, one_run_game
-from attacks.audit.canary_statistics import SELECT_FRACTION
-from attacks.audit.mechanism_audit import audit
-from attacks.audit.mechanisms import MECHANISMS
-from attacks.audit.one_run import one_run_eps
-from attacks.audit.position import model_work, position_audit, positions
-from attacks.audit.reconstruction_bounds import reconstruction_bound
-from attacks.audit.reconstruction_game import ReconstructionGame, make_reconstruction_game, play
-from attacks.audit.verdict import Verdict, decide
-from attacks.inversion import INVERSIONS
-from attacks.views import EXTRACTORS
+from privaudit.attacks.audit.bounds import perfect_test_eps
+from privaudit.attacks.audit.canary_audit import Game, audit_delta, audit_game, make_game, one_run_game
+from privaudit.attacks.audit.canary_statistics import SELECT_FRACTION
+from privaudit.attacks.audit.mechanism_audit import audit
+from privaudit.attacks.audit.mechanisms import MECHANISMS
+from privaudit.attacks.audit.one_run import one_run_eps
+from privaudit.attacks.audit.position import model_work, position_audit, positions
+from privaudit.attacks.audit.reconstruction_bounds import reconstruction_bound
+from privaudit.attacks.audit.reconstruction_game import ReconstructionGame, make_reconstruction_game, play
+from privaudit.attacks.audit.verdict import Verdict, decide
+from privaudit.attacks.inversion import INVERSIONS
+from privaudit.attacks.views import EXTRACTORS
 from privaudit import __version__
 from privaudit.accounting import Claim, Neighbours
 from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand, shipped
@@ -132,7 +132,7 @@ def mechanism_relation(report: Any) -> dict[str, Any]:
 
 
 def game_options(table: AuditConfig) -> dict[str, Any]:
-    """The canary game's options that a `[[audit]]` table sets (`attacks.audit.canary_audit.make_game`)."""
+    """The canary game's options that a `[[audit]]` table sets (`privaudit.attacks.audit.canary_audit.make_game`)."""
     return {"victim": table.victim, "threat": table.threat, "observer": table.observer, "links": table.links,
             "directed_links": table.directed_links, "canary": table.canary, "canary_label": table.canary_label,
             "canary_scale": table.canary_scale, "scenarios": table.channels, "statistic": table.statistic,
@@ -141,7 +141,7 @@ def game_options(table: AuditConfig) -> dict[str, Any]:
 
 def game_for_cell(cell: Cell, count: int = 1, **options: Any) -> Game:
     """The canary game of one training cell (its data, run shape, hyperparameters and seed), with
-    `count` canaries and `attacks.audit.canary_audit.make_game`'s options; every problem is a one-line
+    `count` canaries and `privaudit.attacks.audit.canary_audit.make_game`'s options; every problem is a one-line
     ConfigError."""
     return make_game(build_setup(cell), cell.run.kind, cell.params, cell.run.rounds, count=count, **options)
 
@@ -165,7 +165,7 @@ def canary_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *,
                  confidence: float = 0.95, delta: float | None = None, seed: int = 0, null: bool = False,
                  protocol: str = "auto", worlds: int | None = None, **options: Any) -> dict[str, Any]:
     """The repeated-runs canary audit of one defense table (`game_for_table`, then
-    `attacks.audit.canary_audit.audit_game`)."""
+    `privaudit.attacks.audit.canary_audit.audit_game`)."""
     game = game_for_table(defense, data, seed=seed, **options)
     return audit_game(game, runs=runs, confidence=confidence, delta=delta, seed=seed, null=null, protocol=protocol,
                       worlds=worlds)
@@ -175,7 +175,7 @@ def one_run_audit(defense: dict[str, Any], data: dict[str, Any] | None = None, *
                   guesses: int = 20, confidence: float = 0.95, delta: float | None = None, seed: int = 0,
                   **options: Any) -> dict[str, Any]:
     """The one-run audit of one defense table (`game_for_table` with `canaries` canaries, then
-    `attacks.audit.canary_audit.one_run_game`)."""
+    `privaudit.attacks.audit.canary_audit.one_run_game`)."""
     game = game_for_table(defense, data, seed=seed, count=canaries, **options)
     return one_run_game(game, guesses=guesses, confidence=confidence, delta=delta, seed=seed)
 
@@ -279,7 +279,7 @@ def _counted(record: dict[str, Any]) -> str:
 
 def canary_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
     """The canary audit's verdict on `claim` (the defense's, for the run audited), by the one rule
-    of `attacks.audit.verdict`: the bound exceeds the claim when the canary's ε_LB exceeds the ε the
+    of `privaudit.attacks.audit.verdict`: the bound exceeds the claim when the canary's ε_LB exceeds the ε the
     paper's formula gives at the claim's δ (for a (0, δ) claim: when δ_LB at ε = 0 exceeds the
     claimed δ). The audit could not have refuted the claim when even an error-free test on its
     runs stays at or below it. Not evaluable when the defense claims no privacy, or when the
@@ -387,7 +387,7 @@ def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
 
 _PAIR_FIELDS = ("victim", "attacker", "threat", "distance", "heard", "unreached", "eps_lb", "eps_estimate", "estimate_method",
                 "separation", "eps_pair_claimed", "eps_pair_linear", "pairwise", "verdict", "test")
-"""What the report reads of each pair of a position audit (`attacks.audit.position.position_audit`)."""
+"""What the report reads of each pair of a position audit (`privaudit.attacks.audit.position.position_audit`)."""
 
 
 def position_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
@@ -476,7 +476,7 @@ def replace_one_claim(claim: Claim) -> tuple[float, float] | str | None:
 
 def reconstruction_delta(claim: Claim, asked: float | None) -> float:
     """δ of a reconstruction audit's bound: the one asked for, else the δ of the claim for
-    replacing one record (`replace_one_claim`), else `attacks.audit.canary_audit.audit_delta`'s."""
+    replacing one record (`replace_one_claim`), else `privaudit.attacks.audit.canary_audit.audit_delta`'s."""
     compared = replace_one_claim(claim)
     if asked is None and isinstance(compared, tuple):
         return compared[1]
@@ -484,7 +484,7 @@ def reconstruction_delta(claim: Claim, asked: float | None) -> float:
 
 
 def reconstruction_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
-    """The reconstruction audit's verdict on `claim`, by the one rule of `attacks.audit.verdict`:
+    """The reconstruction audit's verdict on `claim`, by the one rule of `privaudit.attacks.audit.verdict`:
     the bound exceeds the claim when ε_LB at the bound's δ exceeds the ε the claim gives for
     replacing one record at a δ no larger. The audit could not have refuted the claim when even
     every trial succeeding stays at or below it, or when its δ is below the claim's."""
@@ -538,9 +538,9 @@ def _reconstruction_attack(record: dict[str, Any]) -> str:
 
 def reconstruction_finding(cell: AuditCell) -> dict[str, Any]:
     """The reconstruction audit of the training cell `cell.training`: `cell.table.trials` trials
-    of the informed-adversary game (`attacks.audit.reconstruction_game`), the ε_LB they force
+    of the informed-adversary game (`privaudit.attacks.audit.reconstruction_game`), the ε_LB they force
     for replacing one record, and the verdict on the run's claim (the game keeps its sampling
-    rates, `attacks.audit.reconstruction_game.holding`)."""
+    rates, `privaudit.attacks.audit.reconstruction_game.holding`)."""
     table, training = cell.table, cell.training
     game = reconstruction_game(cell)
     claim = game.claim

@@ -20,13 +20,13 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from attacks.audit.canaries import CANARY_KINDS
-from attacks.audit.mechanisms import MECHANISMS
-from attacks.inversion import INVERSIONS
-from attacks.membership.methods import METHODS
-from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, described, noise
-from defenses import DEFENSES
-from defenses.external import SHIPPED, load_installed, origin
+from privaudit.attacks.audit.canaries import CANARY_KINDS
+from privaudit.attacks.audit.mechanisms import MECHANISMS
+from privaudit.attacks.inversion import INVERSIONS
+from privaudit.attacks.membership.methods import METHODS
+from privaudit.attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, described, noise
+from privaudit.defenses import DEFENSES
+from privaudit.defenses.external import SHIPPED, load_installed, origin
 from privaudit import threats
 from privaudit.campaign.config import (AUDIT_KINDS, MEMBERSHIP_TARGETS, AttackConfig, AuditConfig, DataConfig, MembershipConfig,
                                        RunConfig)

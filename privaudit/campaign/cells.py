@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from defenses.base import Defense, DefenseParams
-from defenses.external import SHIPPED, checked_claim
+from privaudit.defenses.base import Defense, DefenseParams
+from privaudit.defenses.external import SHIPPED, checked_claim
 from privaudit.accounting import Claim
 from privaudit.campaign.config import AttackConfig, AuditConfig, Campaign, DataConfig, MembershipConfig, RunConfig
 from privaudit.data import load_dataset, partition
@@ -336,7 +336,7 @@ def shipped(kind: str) -> bool:
 
 
 def cell_claim(cell: Cell, defense: Defense) -> Claim:
-    """The defense's claim for the cell's run, checked (`defenses.external.checked_claim`); a
+    """The defense's claim for the cell's run, checked (`privaudit.defenses.external.checked_claim`); a
     parameter beyond what its accountant evaluates (noise_multiplier = 1e-300 overflows the RDP
     accountant), and a defense written elsewhere whose `claim` raises or returns no usable Claim,
     are a one-line ConfigError naming the cell, not a traceback or a claim of δ = 2 in the report."""

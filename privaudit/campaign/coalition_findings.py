@@ -1,5 +1,5 @@
 """Coalition findings: what a coalition of curious agents recovers of every other agent
-(`attacks.coalition.knowledge`), each recovered update inverted by the table's attack and scored against
+(`privaudit.attacks.coalition.knowledge`), each recovered update inverted by the table's attack and scored against
 that agent's batch, written as one results row per attacked round with a figure of the graph
 coloured by exposure.
 
@@ -19,11 +19,11 @@ from typing import Any
 
 import torch
 
-from attacks.coalition.knowledge import recover
-from attacks.coalition.record_fit import fit_problem, fit_progress, fit_records
-from attacks.extraction import Target
-from attacks.views import DYNAMICS, dynamics
-from defenses.base import Defense
+from privaudit.attacks.coalition.knowledge import recover
+from privaudit.attacks.coalition.record_fit import fit_problem, fit_progress, fit_records
+from privaudit.attacks.extraction import Target
+from privaudit.attacks.views import DYNAMICS, dynamics
+from privaudit.defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.cells import AttackCell
 from privaudit.campaign.inversion_budget import counting, inversion_progress
@@ -101,7 +101,7 @@ def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int
     """The updates the record fit recovers where its hypothesis holds (one fixed record per agent:
     B = 1 and one training record each) and the fit explains the messages; what it did, or why it
     did not run, goes into `fields["record_fit"]`. With a `label`, the fit's progress is counted
-    on stderr under it (`attacks.coalition.record_fit.fit_progress`)."""
+    on stderr under it (`privaudit.attacks.coalition.record_fit.fit_progress`)."""
     data = setup.data
     problem = fit_problem(transcript, setup.model, data.shape, first)
     if not problem and DYNAMICS[transcript.public.defense].batch_size(transcript.public) != 1:

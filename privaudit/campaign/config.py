@@ -30,15 +30,15 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
                       TypeAdapter, ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
 
-from attacks.audit.canaries import CANARY_KINDS
-from attacks.audit.mechanism_audit import check_size
-from attacks.audit.mechanisms import MECHANISMS, NORMS
-from attacks.inversion import INVERSIONS
-from attacks.membership.scores import RMIA_SCORES
-from attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
-from defenses import DEFENSES
-from defenses.base import Defense, DefenseParams
-from defenses.external import NO_CONSENT, Consent, origin, resolve
+from privaudit.attacks.audit.canaries import CANARY_KINDS
+from privaudit.attacks.audit.mechanism_audit import check_size
+from privaudit.attacks.audit.mechanisms import MECHANISMS, NORMS
+from privaudit.attacks.inversion import INVERSIONS
+from privaudit.attacks.membership.scores import RMIA_SCORES
+from privaudit.attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
+from privaudit.defenses import DEFENSES
+from privaudit.defenses.base import Defense, DefenseParams
+from privaudit.defenses.external import NO_CONSENT, Consent, origin, resolve
 from privaudit.campaign.document import NotACampaignValue, plain, strictly, too_deep, toml_text
 from privaudit.data import DATASETS, PARTITIONS
 from privaudit.errors import UNSAFE, ConfigError, PrivauditError, escaped, unsafe_character
@@ -203,7 +203,7 @@ class RunConfig(BaseModel):
     """One `[[defense]]` table: the run's shape; every other key is a hyperparameter of `kind`.
 
     `kind` is a defense's name, an import path `package.module:Class` or an installed entry
-    point's name (`defenses.external`); once validated it is the defense's name, and the table
+    point's name (`privaudit.defenses.external`); once validated it is the defense's name, and the table
     remembers where the class was imported from, so a worker process that has not imported it
     yet finds it (`defense`)."""
 
@@ -362,7 +362,7 @@ class AttackConfig(ThreatConfig):
     It attacks every run of the defense tables it names (`defense`, by label; all tables with
     the scenario when omitted), at every seed: one cell per (run, seed, round), all cells of one
     (run, seed) sharing one training run. Every key not listed here is a parameter of the
-    attack (`attacks.inversion.INVERSIONS[kind]`'s fields).
+    attack (`privaudit.attacks.inversion.INVERSIONS[kind]`'s fields).
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -433,7 +433,7 @@ class MembershipConfig(ThreatConfig):
     victim agent's records, on every run of the defense tables it names, at every seed.
 
     `target = "intercepted"`: the victim's model as the threat model hears it at each of `rounds`
-    (the defense's model view, `attacks.views.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
+    (the defense's model view, `privaudit.attacks.views.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
     `victims` pools several agents into one finding: each one's records are members against its
     own model, and the non-members are dealt out among them, so the ROC has more members than one
     small local dataset gives.
@@ -519,17 +519,17 @@ STATISTICS = ("auto", "law", "projection")
 
 
 class AuditConfig(_HearsLinks):
-    """One `[[audit]]` table: an empirical DP lower bound set beside a claim (`attacks/audit/mechanism_audit.py`).
+    """One `[[audit]]` table: an empirical DP lower bound set beside a claim (`privaudit/attacks/audit/mechanism_audit.py`).
 
     `kind = "mechanism"`: a mechanism sampled in isolation (`mechanism`, one of
-    `attacks.audit.mechanisms.MECHANISMS`, with its `params`), neighbours searched under `adjacency` at
+    `privaudit.attacks.audit.mechanisms.MECHANISMS`, with its `params`), neighbours searched under `adjacency` at
     `dim`, `releases` releases seen together, `samples` observations per input, and the bound
     re-estimated at each size in `curve` for the tightness-against-samples figure; one cell per seed.
     `kind = "canary"`: each run of the named defense tables (`defense`, by label; every table a
-    canary audit supports when omitted), scored from what `threat` hears (`attacks/audit/canary_audit.py`; the
+    canary audit supports when omitted), scored from what `threat` hears (`privaudit/attacks/audit/canary_audit.py`; the
     eavesdropper's `links` and `directed_links` and the curious neighbour's `observer` as for attacks), through the
-    defense's canary `channels` that tap hears (all by default; `attacks/audit/channels.py`); one cell
-    per run and seed. `canary` is the kind planted (`attacks/audit/canaries.py`): "gradient" (white-box
+    defense's canary `channels` that tap hears (all by default; `privaudit/attacks/audit/channels.py`); one cell
+    per run and seed. `canary` is the kind planted (`privaudit/attacks/audit/canaries.py`): "gradient" (white-box
     gradient canaries, the strongest), "record" (a crafted input) or "outlier". `method =
     "repeated"` trains it `runs` times per world, with and without the canary at `victim`;
     `"one_run"` trains it once with `canaries` canaries, each in the victim's data with probability
@@ -542,15 +542,15 @@ class AuditConfig(_HearsLinks):
     "auto" (the law where the view states one); `canary_norm` is the law-free gradient canary's
     length (default: the view channel's, else 1).
     `kind = "reconstruction"`: the informed-adversary reconstruction game on each run of the named
-    defense tables (`attacks/audit/reconstruction_game.py`; one cell per run and seed): in each of
+    defense tables (`privaudit/attacks/audit/reconstruction_game.py`; one cell per run and seed): in each of
     `trials` trials the victim's local data is exactly one record z drawn uniformly from a pool of
     `pool` held-out records (every other agent's data as the run has them; DP bounds how well one
     record of the dataset can be rebuilt, so the victim holds only z), the defense runs with a fresh
     seed, `threat` hears it, the `scenario` extractor reads the target at `round`, the inversion
     `attack` rebuilds one image, and the trial succeeds when its PSNR against z is at least
-    `threshold_db`. ε_LB = log((p_LB − δ)/κ) (`attacks/audit/reconstruction_bounds.py`), κ the
+    `threshold_db`. ε_LB = log((p_LB − δ)/κ) (`privaudit/attacks/audit/reconstruction_bounds.py`), κ the
     prior's baseline for that threshold.
-    `kind = "position"`: privacy by the attacker's position in the graph (`attacks/audit/position.py`;
+    `kind = "position"`: privacy by the attacker's position in the graph (`privaudit/attacks/audit/position.py`;
     one cell per run and seed): `runs` runs per world with and without one gradient canary at
     `victim` (or at each of `victims`, "all" for every agent, one audit each), each of `attackers` (an agent: a curious agent hearing only what it receives; a list
     of agents: a coalition pooling it; default every other agent alone) scored from the states it
@@ -840,7 +840,7 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign", *, allow_code:
     before any table is expanded. A defense imported by path runs its module's code, so it is
     imported only when the campaign lists that module in `[campaign] imports` and `allow_code`
     says the user agreed: the consent goes with the validation to the one place a module is
-    imported (`defenses.external.resolve`), whatever containers the input came in. `text` is the
+    imported (`privaudit.defenses.external.resolve`), whatever containers the input came in. `text` is the
     file's text, kept with the campaign (`Campaign.text`; default: the TOML of the document,
     `privaudit.campaign.document.toml_text`)."""
     try:
@@ -999,11 +999,11 @@ DEMO = "demo.toml"
 
 def embedded_campaign_text(name: str = DEMO) -> str:
     """A campaign shipped in the `campaigns` package (the default one is demo.toml)."""
-    return (resources.files("campaigns") / name).read_text()
+    return (resources.files("privaudit.presets") / name).read_text()
 
 
 def read_campaign(path: str | Path | None, *, allow_code: bool = False) -> tuple[Campaign, str]:
     """The campaign at `path`, or the embedded default when None, with its source text
     (`allow_code`: `parse_campaign`)."""
     text = embedded_campaign_text() if path is None else _read_text(Path(path))
-    return _parse_text(text, f"campaigns/{DEMO}" if path is None else str(path), allow_code), text
+    return _parse_text(text, f"privaudit/presets/{DEMO}" if path is None else str(path), allow_code), text

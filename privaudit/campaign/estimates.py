@@ -40,10 +40,10 @@ from dataclasses import dataclass
 import torch
 from torch.func import grad
 
-from attacks.audit.mechanism_audit import default_samples
-from attacks.extraction import Target
-from attacks.inversion.base import Inversion, Observer
-from defenses.base import Defense
+from privaudit.attacks.audit.mechanism_audit import default_samples
+from privaudit.attacks.extraction import Target
+from privaudit.attacks.inversion.base import Inversion, Observer
+from privaudit.defenses.base import Defense
 from privaudit.campaign.cells import AttackCell, AuditCell, Cell, MembershipCell, build_defense
 from privaudit.campaign.inversion_budget import evaluation_budget
 from privaudit.campaign.jobs import AuditJob, Job, attack_batch_size

@@ -2,7 +2,7 @@
 
 An optimising inversion (DLG, iDLG, Inverting Gradients) runs for up to thousands of loss
 evaluations, seconds to minutes between two lines of a campaign's log. Its observer
-(`attacks.inversion.base.Observer`) is told the evaluations so far after each one, so the campaign
+(`privaudit.attacks.inversion.base.Observer`) is told the evaluations so far after each one, so the campaign
 counts them without the attack knowing (`counting`). The count's total is the attack's budget
 where the attack has one fixed in advance (`evaluation_budget`): a ceiling, since an attack stops
 sooner once it matches. Batch inversion's budget depends on the target (it screens the orders of
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from attacks.inversion.base import Inversion, Observer
-from attacks.inversion.gradient_matching import DLG, InvertingGradients
+from privaudit.attacks.inversion.base import Inversion, Observer
+from privaudit.attacks.inversion.gradient_matching import DLG, InvertingGradients
 from privaudit.progress import Progress
 
 

@@ -2,7 +2,7 @@
 reconstruction, written as one results row with its images (one row per `[[attack]]` cell).
 
 The order is the design's one-way flow: the threat model's transcript goes to the extractor
-(`attacks.extraction`), the target it yields goes to the attack (`attacks.inversion.gradient_matching`), and only
+(`privaudit.attacks.extraction`), the target it yields goes to the attack (`privaudit.attacks.inversion.gradient_matching`), and only
 then does the ground truth — the victim's batch rows, recorded by a `GroundTruth` tap that no
 attack ever sees — meet the reconstruction in `privaudit.metrics`, and a test against the noise
 floor (unrelated training images scored against the same originals) decides whether it leaks
@@ -23,12 +23,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attacks.extraction import Target
-from attacks.inversion import INVERSIONS, Reconstruction
-from attacks.inversion.gradient_matching import working_megabytes
-from attacks import views
-from attacks.views import EXTRACTORS
-from defenses.base import Defense
+from privaudit.attacks.extraction import Target
+from privaudit.attacks.inversion import INVERSIONS, Reconstruction
+from privaudit.attacks.inversion.gradient_matching import working_megabytes
+from privaudit.attacks import views
+from privaudit.attacks.views import EXTRACTORS
+from privaudit.defenses.base import Defense
 from privaudit import __version__
 from privaudit.campaign.cells import AttackCell
 from privaudit.campaign.config import AttackConfig

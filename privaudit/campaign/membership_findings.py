@@ -9,7 +9,7 @@ The attacker's side, in order:
    reference models on. The victims' records are the members; each candidate is tested against
    one victim's model (its own victim's for a member; non-members are dealt out in turn). The attacker sees the candidates
    (members and non-members mixed) without their labels; `is_member` reaches only
-   `attacks.membership.scores.membership_metrics`.
+   `privaudit.attacks.membership.scores.membership_metrics`.
 2. **Reference models** (`reference_models`): K runs of the same defense, with the same public
    hyperparameters, topology, x_0 and local dataset sizes, on shards drawn from the pool, each
    with its own seed. Every candidate is OUT of every reference (the offline setting of LiRA and
@@ -19,7 +19,7 @@ The attacker's side, in order:
    final average model.
 3. **Scores** (`score_candidates`): the per-record loss, logit-scaled confidence and log
    correct-class probability of the target and of each reference model, turned into LOSS, offline
-   LiRA and RMIA scores (`attacks.membership.scores`; RMIA's count with its ties broken unless the table
+   LiRA and RMIA scores (`privaudit.attacks.membership.scores`; RMIA's count with its ties broken unless the table
    sets `rmia_score = "count"`). RMIA's offline a is the campaign's `rmia_a` when it sets
    one; otherwise it is chosen on the reference models (`rmia_a`): each in turn attacked as a
    pseudo-target with the others as its references, on pool records whose membership the attacker
@@ -43,8 +43,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attacks.membership.methods import METHODS, MembershipOutputs, MembershipSettings
-from attacks.membership.scores import (
+from privaudit.attacks.membership.methods import METHODS, MembershipOutputs, MembershipSettings
+from privaudit.attacks.membership.scores import (
     RMIA_A_PAPER,
     RMIA_PAPER_A,
     MembershipMetrics,
@@ -54,9 +54,9 @@ from attacks.membership.scores import (
     logit_confidence,
     membership_metrics,
 )
-from attacks.views import MODEL_VIEWS
-from defenses import DEFENSES
-from defenses.base import Defense, DefenseParams
+from privaudit.attacks.views import MODEL_VIEWS
+from privaudit.defenses import DEFENSES
+from privaudit.defenses.base import Defense, DefenseParams
 from privaudit import __version__
 from privaudit.campaign.cells import MembershipCell
 from privaudit.campaign.config import MembershipConfig
@@ -287,7 +287,7 @@ def _pseudo_targets(victim: int, shards: list[list[np.ndarray]], pool_log_prob: 
 
 def rmia_a(table: MembershipConfig, trials: list[PseudoTarget]) -> RmiaA:
     """RMIA's offline a: the campaign's when it sets one, else chosen on the reference models'
-    pseudo-targets (`attacks.membership.scores.choose_rmia_a`), the paper's 0.3 with too few of them."""
+    pseudo-targets (`privaudit.attacks.membership.scores.choose_rmia_a`), the paper's 0.3 with too few of them."""
     if table.rmia_a is not None:
         return RmiaA(table.rmia_a, RMIA_A_SET, {})
     if table.references < RMIA_A_MIN_REFERENCES:

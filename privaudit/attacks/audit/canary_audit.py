@@ -1,0 +1,657 @@
+"""Canary audits of a running defense: how much one record of the victim's data moves what the
+attacker hears, turned into an ε lower bound, with the numbers kept apart.
+
+The game (Jagielski et al. 2020; Nasr et al. 2021, 2023): runs of the defense on the victim's data
+without and with a canary (`privaudit.attacks.audit.canaries`), each with its own draw of the defense's randomness
+(batches, noise). The attacker hears what its threat model allows, rebuilds the victim's released
+gradients round by round with the suite's extractors, projects them on the canary's direction and
+sums, over the rounds it heard, the log-likelihood ratio of the mechanism the defense really runs
+(`privaudit.attacks.audit.channels`). The two samples of that score are a hypothesis test between neighbouring
+datasets.
+
+Many worlds cheaply: the runs of one side are simulated `worlds` at a time as one run on `worlds`
+disjoint copies of the network (`privaudit.worlds`), the defense's own code unchanged; the
+attacker's tap keeps each message once, stacked over the worlds, and the channel reads every
+world in one pass (checked against worlds read alone: `Listener`); it reads each round as it comes
+and its tap forgets what it has read, so long runs keep little in memory. Where torch sees a CUDA
+device the worlds run there (`privaudit.devices`; tens of thousands per simulation), only the
+scores coming back.
+
+Three kinds of number, never confused:
+
+* **rigorous**: ε_LB at δ from the test "canary in when the score exceeds t", its FPR and FNR
+  bounded by Clopper–Pearson at √confidence each (`privaudit.attacks.audit.bounds.bound_test`), so the bound holds
+  at the stated confidence. The threshold must not be chosen on the runs it is counted on: when the
+  mechanism's law is known in advance (a gradient canary in a noisy channel) t is chosen on scores
+  *simulated from that law*, and every run counts (`protocol = "model"`); otherwise on a held-out
+  quarter of the runs (`protocol = "held-out"`, `choose_threshold`).
+* **estimate**: a Gaussian-DP estimate of ε from the two score samples (`privaudit.attacks.audit.estimates`), named
+  as an estimate, calibrated to 0 on null audits, never capped: it measures the runs, so it
+  exceeds the sound ε when the runs leak more than the claimed mechanism allows.
+* **claim**: the defense's claimed ε and sound ε, beside them.
+
+`one_run_game` is the one-training-run variant (Steinke, Nasr & Jagielski 2023; Mahloujifar, Melis &
+Chaudhuri 2024): many canaries, each in the victim's data with probability ½, the same score per
+canary, and ε_LB from the count of right guesses among the highest and lowest scored
+(`privaudit.attacks.audit.one_run`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from privaudit.attacks import views
+from privaudit.attacks.audit.bounds import SELECT_FRACTION
+from privaudit.attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, outlier_canaries, record_canaries,
+                                    with_records)
+from privaudit.attacks.audit.canary_statistics import MODEL_SAMPLES, Laws, held_out_bound, model_bound, simulated_scores
+from privaudit.attacks.audit.channels import Channel, ProjectionChannel, Reading, RoundLaw, log_likelihood_ratio
+from privaudit.attacks.audit.estimates import gdp_estimate
+from privaudit.attacks.audit.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu
+from privaudit.defenses import DEFENSES
+from privaudit.defenses.base import DefenseParams
+from privaudit.defenses.external import checked_claim
+from privaudit import devices
+from privaudit.accounting import Claim
+from privaudit.errors import ConfigError
+from privaudit.progress import Progress
+from privaudit.setup import Setup
+from privaudit.sim import simulate
+from privaudit.threats import build_tap
+from privaudit.wire import PublicKnowledge, Tap, Transcript
+from privaudit.worlds import Replicated, one_world, replicate
+
+DEFAULT_DELTA = 1e-5
+"""δ of the bound for a defense that states none (undefended D-PSGD)."""
+
+STATE_BYTES = 16 * 2**20
+"""What one simulation's per-round values may take: worlds per simulation are as many as fit (at
+most `MAX_WORLDS`), one world counting a model-sized row per agent and per directed link (the
+cross-gradients of DPDL, the bridges of LT-ADMM), a model without closed-form gradients
+`AUTOGRAD_FACTOR` times that (its per-sample gradients are formed). Measured at the end of issue
+25's work, one thread, load 0.2: DP-D-PSGD (`bench/canary.py`'s set-up) 804 runs/s at 128 worlds,
+859 at 256, 865 at 403 (chosen here), 822 at 1024, 784 at 2048; the demo's DPDL canary audit (200
+runs per side, set-up included) 7.6 s at 16 worlds, 8.3 at 32, 9.3 at 64 (chosen here), 8.9 at 128:
+for DPDL this model overcounts what fits."""
+
+MAX_WORLDS = 1024
+AUTOGRAD_FACTOR = 16
+
+DEVICE_STATE_BYTES = 2 * 2**30
+"""`STATE_BYTES` on a CUDA device: a GPU runs a simulation's worlds in parallel, and has the
+memory for tens of thousands of small ones (at most `MAX_DEVICE_WORLDS`)."""
+
+MAX_DEVICE_WORLDS = 65536
+
+_MIN_RUNS = 8
+
+CPU = torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class Game:
+    """What every run of one audit shares: the set-up of one world without the canaries (its model
+    already carrying any planted gradient), the defense to run, the victim, the threat model's tap
+    (for one network), the channel scenarios it hears, and the canaries."""
+
+    setup: Setup
+    kind: str
+    params: DefenseParams
+    rounds: int
+    victim: int
+    threat: str
+    tap: Tap
+    scenarios: tuple[str, ...]
+    canaries: Canaries
+    records: int
+    """The victim's records in either world (replace-one: its data and one slot per canary;
+    add/remove: its data, whose size sets the sampling rate in both worlds)."""
+    claim: Claim
+    """The defense's claim for this run, with its sound ε (computed once: accountants take seconds)."""
+    law_free: LawFree | None = None
+    """Set when the attacker scores with the law-free projection statistic (`STATISTICS`)."""
+
+    @property
+    def channel(self) -> Channel:
+        if self.law_free is not None:
+            return self.law_free.channel(self.kind)
+        return views.channel(self.kind)
+
+    @property
+    def statistic(self) -> str:
+        return "projection" if self.law_free is not None else "law"
+
+    def to(self, device: torch.device) -> Game:
+        """This game with its set-up and canaries on `device` (what the attacker reads them with)."""
+        return dataclasses.replace(self, setup=self.setup.to(device), canaries=self.canaries.to(device))
+
+
+STATISTICS = {
+    "law": "the per-round log-likelihood ratio of the defense's view's law, summed over rounds",
+    "projection": "law-free: each heard round's projection of the victim's extracted release on the canary's "
+                  "direction, weighted as the held-out runs estimate (difference of the two sides' means over the "
+                  "pooled variance, per round and channel) and summed",
+}
+"""How an attacker scores a run: with the law the defense's view states (the stronger where it is
+right), or law-free, from the defense's extractors and the runs alone (any defense with a view)."""
+
+
+@dataclass(frozen=True)
+class LawFree:
+    """What a law-free game needs beyond the defense's extractors: the relation its canary pair
+    tests, whether the canary lies along one coordinate, and the gradient canary's length. Plain
+    data, so a game crosses to worker processes, which rebuild the channel from the registries."""
+
+    adjacency: str
+    coordinate: bool
+    norm: float
+
+    def channel(self, kind: str) -> Channel:
+        return _projection_channel(kind, self.adjacency, self.coordinate, self.norm)
+
+
+@functools.cache
+def _projection_channel(kind: str, adjacency: str, coordinate: bool, norm: float) -> Channel:
+    extractors = [views.EXTRACTORS[kind, scenario] for scenario in views.scenarios(kind)]
+    return ProjectionChannel(kind, extractors, adjacency, coordinate, norm)
+
+
+def _law_free(kind: str, claim: Claim, canary_norm: float | None, public: dict[str, Any]) -> LawFree:
+    """The law-free set-up of `kind`: the claim's relation (else its view channel's, else
+    replace-one), the view channel's coordinate choice and canary length where it has one."""
+    if not views.scenarios(kind):
+        raise ConfigError(f"defense '{kind}' has no extractor: its view registers none, so no attacker reading of its "
+                          "messages exists to audit (privaudit.attacks.views.register_extractor)")
+    shipped = views.CHANNELS.get(kind)
+    adjacency = (claim.neighbours.change if claim.neighbours is not None
+                 else shipped.adjacency if shipped is not None else "replace-one")
+    norm = canary_norm if canary_norm is not None else shipped.canary_norm(public) if shipped is not None else 1.0
+    return LawFree(adjacency, bool(shipped is not None and shipped.coordinate), float(norm))
+
+
+def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, victim: int = 0,
+              threat: str = "global_listener", observer: int | None = None,
+              links: list[tuple[int, int]] | None = None, canary: str = "gradient", canary_label: int = 0,
+              canary_scale: float = 2.0, count: int = 1, scenarios: list[str] | None = None,
+              statistic: str = "auto", canary_norm: float | None = None,
+              directed_links: list[tuple[int, int]] | None = None, claim: Claim | None = None) -> Game:
+    """The game of one defense configuration on `setup` (its canaries fixed by the set-up's
+    seed), with `count` canaries, scored by `statistic` ("law", "projection", or "auto": the law
+    where the defense's view states one, else law-free); every problem is a one-line ConfigError.
+    `claim`: the configuration's claim when the caller has it (a position audit's games of each
+    victim share one: it does not depend on the victim, and an accountant takes seconds)."""
+    if statistic not in (*STATISTICS, "auto"):
+        raise ConfigError(f"unknown statistic '{statistic}' (choose from auto, {', '.join(STATISTICS)})")
+    if statistic == "law" and kind not in views.CHANNELS:
+        raise ConfigError(f"defense '{kind}' states no law for its canary channel (its view registers none): use "
+                          "statistic = 'projection'")
+    try:
+        defense = DEFENSES[kind](params, setup)
+        claim = checked_claim(defense, rounds) if claim is None else claim
+    except ValueError as error:
+        raise ConfigError(f"canary audit: {error}") from None
+    public = defense.public()
+    law_free = None
+    if statistic == "projection" or (statistic == "auto" and kind not in views.CHANNELS):
+        law_free = _law_free(kind, claim, canary_norm, public)
+    channel = law_free.channel(kind) if law_free is not None else views.channel(kind)
+    if canary not in CANARY_KINDS:
+        raise ConfigError(f"unknown canary '{canary}' (choose from {', '.join(CANARY_KINDS)})")
+    if rounds < channel.reads(0).stop:
+        raise ConfigError(f"a canary audit of '{kind}' needs rounds >= {channel.reads(0).stop}, got {rounds}")
+    if canary != "gradient" and not 0 <= canary_label < setup.data.num_classes:
+        raise ConfigError(f"canary_label {canary_label} is not a class (0..{setup.data.num_classes - 1})")
+    if canary != "gradient" and channel.coordinate:
+        raise ConfigError(f"'{kind}' is audited along one coordinate (its noise is per coordinate): "
+                          "use canary = 'gradient'")
+    try:
+        tap = build_tap(threat, victim, setup.topology, kinds={k for e in channel.extractors for k in e.kinds},
+                        observer=observer, links=links, directed_links=directed_links)
+        heard = channel.heard(tap, victim, setup.topology)
+    except ValueError as error:
+        raise ConfigError(f"canary audit: {error}") from None
+    if scenarios is not None:
+        unknown = sorted(set(scenarios) - set(channel.scenarios))
+        if unknown:
+            raise ConfigError(f"'{kind}' has no canary channel '{unknown[0]}' (known: {', '.join(channel.scenarios)})")
+        missing = sorted(set(scenarios) - set(heard))
+        if missing:
+            raise ConfigError(f"the {threat} tap does not hear '{kind}''s '{missing[0]}' channel")
+        heard = [s for s in heard if s in scenarios]
+    if canary == "gradient":
+        made = gradient_canaries(setup, victim, count, channel.canary_norm(public), setup.seed,
+                                 channel.coordinate)
+    elif canary == "record":
+        made = record_canaries(setup, victim, count, canary_label if count == 1 else None, canary_scale, setup.seed)
+    else:
+        made = outlier_canaries(setup, count, canary_label if count == 1 else None, canary_scale, setup.seed)
+    planted = dataclasses.replace(setup, model=made.model(setup.model))
+    records = int(setup.local.sizes[victim]) + (count if channel.adjacency == "replace-one" else 0)
+    return Game(planted, kind, params, rounds, victim, threat, tap, tuple(heard), made, records, claim, law_free)
+
+
+def world(game: Game, present: Tensor, seed: int, copies: int = 1) -> Setup:
+    """`copies` worlds of the game, their randomness seeded by `seed`. Each canary k has a slot in
+    the victim's data: it holds the canary where `present[k]`, else its anti-canary (replace-one:
+    the slot's two records are the neighbours) or nothing (add/remove)."""
+    canaries = game.canaries
+    if game.channel.adjacency == "replace-one":
+        x = torch.where(_along(present, canaries.x), canaries.x, canaries.anti_x)
+        y = torch.where(_along(present, canaries.y), canaries.y, canaries.anti_y)
+        setup = with_records(game.setup, game.victim, x, y)
+    else:
+        setup = with_records(game.setup, game.victim, canaries.x[present], canaries.y[present])
+    setup = dataclasses.replace(setup, generator=torch.Generator().manual_seed(seed), seed=seed)
+    return replicate(setup, copies)
+
+
+def _along(mask: Tensor, values: Tensor) -> Tensor:
+    """`mask` [k] shaped to broadcast against `values` [k, ...]."""
+    return mask.reshape(-1, *[1] * (values.dim() - 1))
+
+
+@dataclass
+class Listener:
+    """The attacker of one simulation: after each round it reads every round it can now observe
+    (`Channel.reads`), scores each world's victim against each canary, and lets its tap forget
+    what no later round needs. Its tap (`Replicated`) keeps each message once, stacked over the
+    worlds, so the channel reads every world in one pass; that reading is checked, every round,
+    against the first and last worlds read alone, and where it differs (an extractor whose
+    arithmetic does not broadcast over the worlds) the listener reads world by world from then
+    on. `laws` keeps, per observed round, the law and world 0's shifts (public quantities, the
+    same in every world for a gradient canary)."""
+
+    game: Game
+    tap: Replicated
+    copies: int
+    totals: Tensor = field(init=False)
+    laws: list[tuple[RoundLaw, Tensor]] = field(default_factory=list)
+    features: list[Tensor] = field(default_factory=list)
+    """Per observed round, each world's projections on the first canary, one column per channel
+    (what the law-free statistic weighs)."""
+    next: int = 0
+    stacked: bool = True
+    """Whether the channel's stacked reading has matched its world-by-world reading so far."""
+    check: bool = True
+    """Whether to check the stacked reading against worlds read alone (the first simulation of
+    each side does; later ones read as it ended: stacked, unchecked, or world by world)."""
+
+    def __post_init__(self) -> None:
+        self.totals = torch.zeros((self.copies, len(self.game.canaries)), dtype=torch.float64)
+
+    def after_round(self, t: int, public: PublicKnowledge) -> None:
+        channel = self.game.channel
+        last = channel.last_observable(self.game.rounds)
+        while self.next <= last and channel.reads(self.next).stop - 1 <= t:
+            self.observe(self.next, public)
+            self.next += 1
+        if self.next <= last:
+            self.tap.forget(channel.reads(self.next).start)
+
+    def observe(self, round: int, public: PublicKnowledge) -> None:
+        game, channel = self.game, self.game.channel
+        readings = self.read(self.tap.transcript(public), round)
+        model = game.setup.model
+        values, shifts = [], []
+        for reading in readings:
+            directions = game.canaries.direction(model, reading.points)
+            values.append(torch.einsum("rp,rkp->rk", reading.vectors, directions))
+            lengths = channel.clipped(public.hyper, game.canaries.length(model, reading.points))
+            shifts.append(reading.gain[:, None] * lengths)
+        if not values:
+            return
+        y, shift = torch.stack(values, -1), torch.stack(shifts, -1)
+        self.features.append(y[:, 0, :])
+        law = channel.law(public, round, game.records)
+        self.laws.append((law, shift[0, 0]))
+        flat = log_likelihood_ratio(y.reshape(-1, y.shape[-1]), shift.reshape(-1, y.shape[-1]), law, channel.adjacency)
+        self.totals += flat.reshape(self.totals.shape)
+
+    def read(self, transcript: Transcript, round: int) -> list[Reading]:
+        """The channel's readings of every world at `round`, rows in world order."""
+        game = self.game
+
+        def alone(world: int) -> list[Reading]:
+            return game.channel.read(one_world(transcript, world), [game.victim], round, list(game.scenarios),
+                                     game.records)
+
+        if self.stacked:
+            stacked = self._stacked(transcript, round)
+            if stacked is not None and not self.check:
+                return stacked
+            checked = {world: alone(world) for world in sorted({0, self.copies - 1})}
+            if stacked is not None and all(_agree(stacked, readings, world) for world, readings in checked.items()):
+                return stacked
+            self.stacked = False
+        worlds = [alone(world) for world in range(self.copies)]
+        return [Reading(*(torch.cat([getattr(readings[k], name) for readings in worlds])
+                          for name in ("vectors", "points", "gain")))
+                for k in range(len(worlds[0]))]
+
+    def _stacked(self, transcript: Transcript, round: int) -> list[Reading] | None:
+        """The channel read once on the stacked transcript, each reading's victim axis unfolded
+        into the worlds; None when the extractor cannot read stacked payloads."""
+        game, copies = self.game, self.copies
+
+        def unfolded(values: Tensor, width: int) -> Tensor:
+            """[1, copies, width] or (a value the same in every world) [1, width] as [copies, width]."""
+            rows = values.reshape(-1, width)
+            if len(rows) not in (1, copies):
+                raise ValueError(f"a stacked reading with {len(rows)} rows for {copies} worlds")
+            return rows.expand(copies, width)
+
+        try:
+            readings = game.channel.read(transcript, [game.victim], round, list(game.scenarios), game.records)
+            return [Reading(unfolded(reading.vectors, reading.vectors.shape[-1]),
+                            unfolded(reading.points, reading.points.shape[-1]), unfolded(reading.gain, 1)[:, 0])
+                    for reading in readings]
+        except (RuntimeError, ValueError, IndexError, TypeError, KeyError):
+            return None
+
+
+def _agree(stacked: list[Reading], alone: list[Reading], world: int) -> bool:
+    """Whether world `world`'s rows of the stacked readings equal that world's readings alone."""
+    if len(stacked) != len(alone):
+        return False
+    return all(torch.allclose(getattr(s, name)[world], getattr(a, name)[0].to(getattr(s, name).dtype),
+                              rtol=1e-5, atol=1e-7)
+               for s, a in zip(stacked, alone) for name in ("vectors", "points", "gain"))
+
+
+def play(game: Game, present: Tensor, seed: int, copies: int, reading: str = "check",
+         device: torch.device = CPU) -> Listener:
+    """One simulation of `copies` worlds (canaries where `present`) on `device` and its attacker,
+    who has scored every world when it returns (its tensors on `device`). `reading`: "check"
+    (stacked, checked each round against worlds read alone), "stacked" (stacked, as a checked
+    simulation of the same game ended), or "alone" (world by world, as one ended)."""
+    setup = world(game, present, seed, copies).to(device)
+    with devices.on(device):
+        defense = DEFENSES[game.kind](game.params, setup)
+        tap = Replicated(game.tap, game.setup.topology, copies)
+        listener = Listener(game if device.type == "cpu" else game.to(device), tap, copies,
+                            stacked=reading != "alone", check=reading == "check")
+        simulate(defense, game.rounds, taps=[tap], after_round=listener.after_round, evaluation=False)
+    return listener
+
+
+def worlds_per_run(game: Game, device: torch.device = CPU) -> int:
+    """How many worlds one simulation holds, chosen by memory (`STATE_BYTES`, on a CUDA device
+    `DEVICE_STATE_BYTES`)."""
+    model, network = game.setup.model, game.setup.topology
+    rows = network.n + 2 * len(network.edges)
+    per_world = rows * model.dim * 4 * (1 if model.closed_form else AUTOGRAD_FACTOR)
+    budget, most = (STATE_BYTES, MAX_WORLDS) if device.type == "cpu" else (DEVICE_STATE_BYTES, MAX_DEVICE_WORLDS)
+    return int(max(1, min(most, budget // per_world)))
+
+
+def _scores_of(game: Game, present: Tensor, seed: int, copies: int, reading: str = "check",
+               device: torch.device = CPU) -> tuple[np.ndarray, list, np.ndarray, str]:
+    """One simulation's scores of the first canary, the laws they were scored with and the
+    per-round features [worlds, F], as numpy arrays (tensors returned from worker processes would
+    each hold a file descriptor), and how later simulations of the game should read (`play`)."""
+    listener = play(game, present, seed, copies, reading, device)
+    features = (torch.cat(listener.features, dim=1).cpu() if listener.features
+                else torch.zeros((copies, 0), dtype=torch.float64))
+    return (listener.totals[:, 0].cpu().numpy(), [(law, shift.cpu().numpy()) for law, shift in listener.laws],
+            features.numpy(), "stacked" if listener.stacked else "alone")
+
+
+@dataclass(frozen=True)
+class Simulations:
+    """How one side's `runs` runs split into simulations of many worlds: the device they run on,
+    the worker processes that may share them (one on a GPU, which runs the worlds in parallel),
+    simulation c's seed (from (seed, side, c), so the two sides of an audit never share a draw,
+    even when both leave the canary out) and its number of worlds, and the canary mask."""
+
+    device: torch.device
+    workers: int
+    seeds: list[int]
+    sizes: list[int]
+    present: Tensor
+
+    def pool(self, simulations: int) -> ProcessPoolExecutor:
+        """Worker processes for `simulations` of them, one torch thread each."""
+        return ProcessPoolExecutor(min(self.workers, simulations), mp_context=multiprocessing.get_context("forkserver"),
+                                   initializer=torch.set_num_threads, initargs=(1,))
+
+
+def simulations(game: Game, runs: int, include: bool, seed: int, side: int, worlds: int | None, workers: int,
+                device: torch.device | None) -> Simulations:
+    """The plan of `runs` runs of one side (`Simulations`); `worlds` per simulation (None: the
+    memory model's, `worlds_per_run`), `device` None: `privaudit.devices.audit_device()`."""
+    device = device or devices.audit_device()
+    per = worlds or worlds_per_run(game, device)
+    chunks = math.ceil(runs / per)
+    return Simulations(device, workers if device.type == "cpu" else 1,
+                       [int(s) for s in np.random.SeedSequence([seed, side]).generate_state(chunks)],
+                       [min(per, runs - chunk * per) for chunk in range(chunks)],
+                       torch.full((len(game.canaries),), include))
+
+
+def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: int | None = None,
+           workers: int = 1, device: torch.device | None = None,
+           progress: Progress | None = None) -> tuple[np.ndarray, Laws, np.ndarray]:
+    """`runs` independent scores of one world (canary present when `include`), `worlds` runs per
+    simulation, the simulations spread over `workers` processes; simulation c is seeded by (seed,
+    side, c), so the two sides of an audit never share a draw, even when both leave the canary out
+    (the null audit), and where a simulation runs does not change its numbers. The first
+    simulation checks the attacker's stacked reading (`Listener`), the others read as it ended.
+    The simulations run on `device` (None: `privaudit.devices.audit_device()`); on a CUDA device
+    in this process, whatever `workers` says (one GPU runs the worlds in parallel). Returns the
+    scores, the laws the attacker scored with and the per-round features of every run [runs, F]."""
+    plan = simulations(game, runs, include, seed, side, worlds, workers, device)
+    seeds, sizes, present = plan.seeds, plan.sizes, plan.present
+    first = _scores_of(game, present, seeds[0], sizes[0], "check", plan.device)
+    reading = first[3]
+    tick = progress.update if progress is not None else (lambda count: None)
+    tick(sizes[0])
+    rest = []
+    if plan.workers > 1 and len(seeds) > 2:
+        with plan.pool(len(seeds) - 1) as pool:
+            for found in pool.map(_scores_of, itertools.repeat(game), itertools.repeat(present), seeds[1:], sizes[1:],
+                                  itertools.repeat(reading)):
+                rest.append(found)
+                tick(len(found[0]))
+    else:
+        for chunk_seed, size in zip(seeds[1:], sizes[1:]):
+            rest.append(_scores_of(game, present, chunk_seed, size, reading, plan.device))
+            tick(size)
+    found = [first, *rest]
+    widths = {features.shape[1] for _, _, features, _ in found}
+    if len(widths) > 1:
+        raise ValueError(f"the attacker read a different number of rounds and channels in different runs ({widths}): "
+                         "an extractor failed in some runs only")
+    laws = [(law, torch.from_numpy(shift)) for law, shift in found[0][1]]
+    return (np.concatenate([values for values, _, _, _ in found]), laws,
+            np.concatenate([features for _, _, features, _ in found]))
+
+
+def _summary(values: np.ndarray) -> dict[str, float]:
+    return {"mean": float(values.mean()), "std": float(values.std()), "min": float(values.min()),
+            "max": float(values.max())}
+
+
+def audit_delta(claim: Claim, delta: float | None) -> float:
+    """δ of the bound: the one asked for, else the claim's (0 for a pure-ε claim), else `DEFAULT_DELTA`."""
+    if delta is not None:
+        return delta
+    return claim.delta if claim.delta is not None else DEFAULT_DELTA
+
+
+def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: float | None = None,
+               seed: int = 0, null: bool = False, worlds: int | None = None, workers: int = 1,
+               protocol: str = "auto", progress: Progress | None = None) -> dict[str, Any]:
+    """`runs` runs per world, ε_LB at δ (`audit_delta`) with `confidence` and, when 0 < δ < 1, the
+    GDP estimate (`privaudit.attacks.audit.estimates`), beside the defense's claimed and sound ε. `null` runs the
+    canary-free world on both sides (the attacker still scores against the canary): a calibration
+    whose ε_LB must be 0 but for a (1 − confidence) chance, and its estimate 0 but for a
+    `privaudit.attacks.audit.estimates.NULL_RATE` chance. `protocol`: "model" (threshold from the law),
+    "held-out", or "auto" (the model when the canary is a gradient canary and the channel has a
+    noise law). `progress` counts the 2 × `runs` runs as they are scored. Returns a JSON-ready record."""
+    if runs < _MIN_RUNS:
+        raise ConfigError(f"runs must be >= {_MIN_RUNS} per world (a quarter chooses the test), got {runs}")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must lie in (0, 1), got {confidence}")
+    claim = game.claim
+    delta = audit_delta(claim, delta)
+    if not 0 <= delta < 1:
+        raise ConfigError(f"delta must lie in [0, 1), got {delta}")
+    device = devices.audit_device()
+    start = time.perf_counter()
+    scores_out, laws, features_out = scores(game, runs, False, seed, side=0, worlds=worlds, workers=workers,
+                                            device=device, progress=progress)
+    scores_in, _, features_in = scores(game, runs, not null, seed, side=1, worlds=worlds, workers=workers,
+                                       device=device, progress=progress)
+    wall = time.perf_counter() - start
+    if game.law_free is not None:
+        scores_out, scores_in = projection_scores(features_out, features_in)
+    if not (np.isfinite(scores_out).all() and np.isfinite(scores_in).all()):
+        raise ValueError("the attacker's scores are not finite (diverged training?)")
+    noisy = bool(laws) and laws[0][0].family is not None
+    chosen = protocol if protocol != "auto" else ("model" if noisy and game.canaries.kind == "gradient" else "held-out")
+    if chosen == "model" and not noisy:
+        why = "is scored law-free" if game.law_free is not None else "adds no noise"
+        raise ConfigError(f"'{game.kind}' {why}: its threshold cannot be chosen from a law (use held-out)")
+    model = simulated_scores(laws, game.channel.adjacency, MODEL_SAMPLES, seed) if chosen == "model" else None
+
+    def bound(target: str, at: float) -> dict[str, Any]:
+        if model is not None:
+            return model_bound(scores_out, scores_in, model, target, at, confidence)
+        return held_out_bound(scores_out, scores_in, target, at, confidence)
+
+    eps_bound = bound("eps", delta)
+    delta_bound = bound("delta", claim.eps_claimed) if claim.eps_claimed == 0 else None
+    estimates = {"gdp": gdp_estimate(scores_out, scores_in, delta).as_dict()} if 0 < delta < 1 else {}
+    headline = estimates.get("gdp")
+    return {
+        "defense": game.kind,
+        "params": game.params.model_dump(),
+        "rounds": game.rounds,
+        "agents": game.setup.topology.n,
+        "topology": game.setup.topology.name,
+        "model": game.setup.model_name,
+        "victim": game.victim,
+        "victim_records": game.records,
+        "threat": game.threat,
+        "channels": list(game.scenarios),
+        "canary": game.canaries.kind,
+        "adjacency": game.channel.adjacency,
+        "pair": game.channel.pair if game.canaries.kind == "gradient" else
+        f"the {game.canaries.kind} record added or (replace-one) its negation in its place",
+        "null": null,
+        "runs_per_side": runs,
+        "protocol": chosen,
+        "statistic": game.statistic,
+        "statistic_method": STATISTICS[game.statistic],
+        "delta": delta,
+        "confidence": confidence,
+        "eps_lb": eps_bound["value"],
+        "delta_lb": None if delta_bound is None else delta_bound["value"],
+        "delta_lb_eps": None if delta_bound is None else claim.eps_claimed,
+        "eps_sound": claim.eps_sound,
+        "eps_claimed": claim.eps_claimed,
+        "eps_estimate": None if headline is None else headline["eps_estimate"],
+        "estimate_method": None if headline is None else headline["method"],
+        "estimates": estimates,
+        "unaudited": game.channel.unaudited,
+        "test": {key: eps_bound[key] for key in ("orientation", "threshold", "fpr", "fnr", "fpr_upper", "fnr_upper",
+                                                 "samples")},
+        "scores": {"without": _summary(scores_out), "with": _summary(scores_in)},
+        "wall_s": wall,
+        "device": device.type,
+        "runs_per_second": 2 * runs / wall,
+        "worlds_per_simulation": worlds or worlds_per_run(game, device),
+    }
+
+
+def projection_scores(features_out: np.ndarray, features_in: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The law-free score of every run: Σ_f w_f (y_f − μ_out,f) over the rounds and channels f
+    heard, with μ_out, μ_in and the pooled variance v estimated on the held-out runs alone (the
+    first `SELECT_FRACTION` of each side, the split `held_out_bound` chooses its threshold on) and
+    w = (μ_in − μ_out)/v: a linear discriminant with diagonal covariance. Where every round shifts
+    the projection alike it is the sum of the rounds' standardised projections; a round the canary
+    does not move gets weight ≈ 0. The fresh runs, on which the bound is counted, never touch w."""
+    held_out = max(2, int(len(features_out) * SELECT_FRACTION))
+    held_in = max(2, int(len(features_in) * SELECT_FRACTION))
+    out, into = features_out[:held_out], features_in[:held_in]
+    centre = out.mean(axis=0)
+    spread = (out.var(axis=0, ddof=1) + into.var(axis=0, ddof=1)) / 2
+    floor = 1e-12 * max(float(spread.max(initial=0.0)), 1e-300)
+    weights = (into.mean(axis=0) - centre) / np.maximum(spread, floor)
+    return (features_out - centre) @ weights, (features_in - centre) @ weights
+
+
+def ratio(record: dict[str, Any]) -> float | None:
+    """ε_LB / ε_sound, None where the defense has no sound ε."""
+    sound = record["eps_sound"]
+    return None if sound is None or not math.isfinite(sound) or sound == 0 else record["eps_lb"] / sound
+
+
+# ---------------------------------------------------------------------------------------------
+# One training run (Steinke, Nasr & Jagielski 2023; Mahloujifar, Melis & Chaudhuri 2024)
+
+
+def one_run_game(game: Game, *, guesses: int = 20, confidence: float = 0.95, delta: float | None = None,
+                 seed: int = 0) -> dict[str, Any]:
+    """Steinke et al. 2023's audit in ONE training run: each of the game's canaries is put in the
+    victim's data with probability ½ (else its anti-canary, or nothing under add/remove); the
+    attacker scores each from the transcript, guesses "in" for the `guesses` highest scores and
+    "out" for the `guesses` lowest (k₊ = k₋ fixed in advance, so no correction is needed). The
+    count of right guesses gives ε_LB by Steinke et al.'s (ε, δ) analysis (rigorous for any
+    mechanism), and μ_LB by Mahloujifar et al.'s f-DP analysis with Gaussian trade-off curves
+    (rigorous: no μ-GDP mechanism below it gives that count), beside the ε that μ_LB means if the
+    mechanism's curve is Gaussian (`privaudit.attacks.audit.one_run`). Returns a JSON-ready record like
+    `audit_game`'s."""
+    count = len(game.canaries)
+    if not (1 <= guesses and 2 * guesses <= count):
+        raise ConfigError(f"guesses must satisfy 1 <= guesses and 2 * guesses <= canaries ({count}), got {guesses}")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must lie in (0, 1), got {confidence}")
+    claim = game.claim
+    delta = audit_delta(claim, delta)
+    start = time.perf_counter()
+    included = torch.rand(count, generator=torch.Generator().manual_seed(seed + 1)) < 0.5
+    run_seed = int(np.random.SeedSequence([seed, 2]).generate_state(1)[0])
+    scored = play(game, included, run_seed, 1).totals[0]
+    order = torch.argsort(scored)
+    correct = int((~included[order[:guesses]]).sum() + included[order[-guesses:]].sum())
+    return {
+        "defense": game.kind,
+        "params": game.params.model_dump(),
+        "rounds": game.rounds,
+        "victim": game.victim,
+        "threat": game.threat,
+        "channels": list(game.scenarios),
+        "canary": game.canaries.kind,
+        "adjacency": game.channel.adjacency,
+        "statistic": game.statistic,
+        "statistic_method": STATISTICS[game.statistic],
+        "canaries": count,
+        "included": int(included.sum()),
+        "guesses": 2 * guesses,
+        "correct": correct,
+        "delta": delta,
+        "confidence": confidence,
+        "eps_lb": one_run_eps(correct, 2 * guesses, count, delta, confidence),
+        "fdp": {"mu_lb": one_run_gdp_mu(correct, 2 * guesses, count, confidence),
+                "eps_if_gaussian": one_run_gdp_eps(correct, 2 * guesses, count, delta, confidence) if delta > 0 else None,
+                "method": "Mahloujifar, Melis & Chaudhuri 2024, Gaussian trade-off curves: μ_LB holds for any mechanism; "
+                          "eps_if_gaussian, the ε of μ_LB-GDP, is a lower bound only for a mechanism whose privacy "
+                          "curve is Gaussian, and for any other mechanism neither a bound nor an estimate (it can "
+                          "exceed the true ε)"},
+        "eps_sound": claim.eps_sound,
+        "eps_claimed": claim.eps_claimed,
+        "wall_s": time.perf_counter() - start,
+    }

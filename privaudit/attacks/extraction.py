@@ -1,0 +1,227 @@
+"""What every attacker's view is made of: the target an inversion attack needs (a gradient and the
+model point at which it was computed), the extractors that read one from a transcript, and the
+helpers they share.
+
+Each extractor reads only a transcript (the messages its threat model heard plus the public
+knowledge: W, the defense's public hyperparameters, the architecture, x_0); it never touches a
+defense's state. Every one computes in float64, so the only error left beyond what the equation
+says is the float32 rounding of the intercepted payloads; a transcript that lacks a message
+raises `Transcript.payload`'s KeyError naming the kind, sender and round.
+
+The extractors themselves live in each defense's view module (`privaudit/attacks/views/<defense>.py`), which
+says what each message kind gives away; an `Extractor` says which messages it needs and checks,
+before a run, whether a tap hears them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor
+
+from privaudit.defenses.base import DefenseParams
+from privaudit.grads import clip_l1, clip_l2, smooth_clip
+from privaudit.topology import Topology
+from privaudit.wire import Kind, Tap, Transcript
+
+KINDS: dict[str, str] = {
+    "gradient": "the victim's mean batch gradient at `point`, computed as the defense computes it "
+                "(per-sample clipped where it clips), exactly",
+    "noisy_gradient": "that gradient plus the defense's own DP noise, exactly as released",
+    "gradient_estimate": "an estimate of the victim's gradient whose error is the defense's noise "
+                         "(see the extractor); `point` may itself be an estimate",
+    "scaled_noisy_gradient": "s · gradient + Gaussian noise, s > 0 unknown: its direction estimates "
+                             "the gradient's (DPDL's noisy self-gradient)",
+    "calibrated_gradient": "DPDL's g̃^i_t: neighbours' cross-gradients of THEIR data at x^i mixed with "
+                           "the victim's scaled self-gradient",
+    "momentum_difference": "DPDL's ṽ^i_t − ṽ^i_{t−1} (the paper's MM target), a mixture, not a gradient",
+    "multi_step_update": "γ Σ_t g(φ^t) over `steps` local steps of size `step_size` from `point`, each "
+                         "step also shifted by `drift` (FedAvg-like)",
+}
+"""What `Target.gradient` is, by `Target.kind`."""
+
+
+@dataclass(frozen=True)
+class Clipping:
+    """How a defense bounded a gradient before it crossed the wire. The rule and the bound are
+    public hyperparameters, so an attack can apply the same map to its dummy gradients rather
+    than match a rescaled gradient to an unclipped one:
+
+    * `per_sample_l2` / `per_sample_l1`: the mean of per-sample gradients, each clipped to ℓ2 /
+      ℓ1 norm `bound` (DPDL eq. 9 and DP-D-PSGD; Wang & Zhang, our ℓ1 decision);
+    * `smooth_mean`: the batch mean g mapped to g ζ/(ζ + ‖g‖₂), ζ = `bound` (LT-ADMM-DP eq. 6).
+    """
+
+    rule: str
+    bound: float
+
+    def apply(self, per_sample: Tensor) -> Tensor:
+        """Per-sample gradients [..., B, P] → the released (noise-free) gradient [..., P]."""
+        if self.rule == "per_sample_l2":
+            return clip_l2(per_sample, self.bound).mean(-2)
+        if self.rule == "per_sample_l1":
+            return clip_l1(per_sample, self.bound).mean(-2)
+        if self.rule == "smooth_mean":
+            return smooth_clip(per_sample.mean(-2), self.bound)
+        raise ValueError(f"unknown clipping rule '{self.rule}' (choose from per_sample_l2, per_sample_l1, smooth_mean)")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A gradient of the victim's loss on its private batch, at `point`, at round `round`.
+
+    `kind` names what `gradient` really is (a key of `KINDS`). A multi-step target (`steps` > 1)
+    is an update made of `steps` local steps of size `step_size` starting at `point`, each of
+    them also moving by the known `drift`: φ^{t+1} = φ^t − step_size · g(φ^t) − drift.
+    `clipping`, when set, is how each g was bounded from the per-sample gradients.
+    """
+
+    gradient: Tensor
+    point: Tensor
+    victim: int
+    round: int
+    kind: str = "gradient"
+    steps: int = 1
+    step_size: float | None = None
+    drift: Tensor | None = None
+    clipping: Clipping | None = None
+
+
+def expect(transcript: Transcript, extractor: str, *defenses: str) -> None:
+    """ValueError unless the transcript is of one of `defenses` (an extractor read on another
+    defense's messages would compute nonsense silently)."""
+    if transcript.public.defense not in defenses:
+        raise ValueError(f"{extractor} reads transcripts of {', '.join(defenses)}, not of "
+                         f"'{transcript.public.defense}'")
+
+
+def heard(transcript: Transcript, kind: Kind, round: int, sender: int, receiver: int | None = -1) -> Tensor:
+    """The payload in float64; a KeyError that names the link when a directed message is missing."""
+    if receiver is None or receiver == -1 or transcript.find(kind, round=round, sender=sender, receiver=receiver):
+        return transcript.payload(kind, round, sender, receiver).double()
+    raise KeyError(f"{transcript.threat_model} transcript lacks the '{Kind(kind)}' message from agent {sender} "
+                   f"to agent {receiver} at round {round}")
+
+
+def neighbours(W: Tensor, i: int) -> list[int]:
+    """N_i without i: the agents j ≠ i with w_ij ≠ 0."""
+    return [j for j in torch.nonzero(W[i]).flatten().tolist() if j != i]
+
+
+def mixed(transcript: Transcript, kind: Kind, round: int, i: int) -> Tensor:
+    """Σ_{j ∈ N_i ∪ {i}} w_ij · (j's broadcast of `kind` at `round`)."""
+    W = transcript.public.mixing
+    total = W[i, i] * heard(transcript, kind, round, i, None)
+    for j in neighbours(W, i):
+        total = total + W[i, j] * heard(transcript, kind, round, j, None)
+    return total
+
+
+def initial_model(transcript: Transcript) -> Tensor:
+    """x_0, public, in float64."""
+    return transcript.public.initial_model.double()
+
+
+P = TypeVar("P", bound=DefenseParams)
+
+
+def public_params(hyper: Mapping[str, Any], params: type[P]) -> P:
+    """The defense's public hyperparameters as its typed `Params` (what `Defense.public` published),
+    so a view reads `p.clip`, not a string key."""
+    return params.model_validate(dict(hyper))
+
+
+Link = tuple[int, int | None]
+"""(sender, receiver) of a message a tap must hear; receiver None for a broadcast."""
+
+
+def broadcasts(agents: list[int]) -> tuple[Link, ...]:
+    return tuple((a, None) for a in agents)
+
+
+def victim_and_neighbours(victim: int, topology: Topology) -> list[tuple[Link, ...]]:
+    return [broadcasts([victim, *topology.neighbours(victim)])]
+
+
+def victim_only(victim: int, topology: Topology) -> list[tuple[Link, ...]]:
+    return [broadcasts([victim])]
+
+
+def one_cross_link(victim: int, topology: Topology) -> list[tuple[Link, ...]]:
+    return [((victim, j), (j, None)) for j in topology.neighbours(victim)]
+
+
+def cross_to_victim(victim: int, topology: Topology) -> list[tuple[Link, ...]]:
+    around = topology.neighbours(victim)
+    return [broadcasts([victim, *around]) + tuple((j, victim) for j in around)]
+
+
+def all_bridge_links(victim: int, topology: Topology) -> list[tuple[Link, ...]]:
+    return [tuple(link for j in topology.neighbours(victim) for link in ((victim, j), (j, victim)))]
+
+
+def one_link_both_ways(victim: int, topology: Topology) -> list[tuple[Link, ...]]:
+    return [((victim, j), (j, victim)) for j in topology.neighbours(victim)]
+
+
+def span(first: int, last: int) -> Callable[[int], range]:
+    return lambda t: range(t + first, t + last + 1)
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """One (defense, scenario): the function, the message kinds and rounds it reads, and the
+    links it must hear (`links(victim, topology)`: alternatives, any one of which suffices).
+    `needs` says the same in words, for reports and error messages."""
+
+    defense: str
+    scenario: str
+    extract: Callable[..., Target | Tensor]
+    kinds: frozenset[Kind]
+    needs: str
+    links: Callable[[int, Topology], list[tuple[Link, ...]]]
+    rounds: Callable[[int], range]
+
+    def missing(self, tap: Tap, victim: int, topology: Topology, round: int | None = None) -> str | None:
+        """Why `tap` cannot feed this extractor for `victim` (at `round`, when given); None if it can."""
+        if tap.kinds is not None and not self.kinds <= tap.kinds:
+            return f"it does not record {', '.join(sorted(self.kinds - tap.kinds))}"
+        if round is not None:
+            needed = [t for t in self.rounds(round) if t >= 0]
+            absent = [t for t in needed if not tap.wants_round(t)]
+            if absent:
+                return f"it does not record round(s) {absent}"
+        unheard = [[link for link in alternative if not tap.hears(*link, topology)]
+                   for alternative in self.links(victim, topology)]
+        if all(unheard):
+            sender, receiver = min(unheard, key=len)[0]
+            return f"it does not hear agent {sender}'s " + (
+                "broadcasts" if receiver is None else f"messages to agent {receiver}")
+        return None
+
+    def check(self, tap: Tap, victim: int, topology: Topology, round: int | None = None) -> None:
+        """ValueError (one line) when `tap` cannot feed this extractor."""
+        why = self.missing(tap, victim, topology, round)
+        if why is not None:
+            where = f" observing agent {tap.observer}" if tap.observer is not None else ""
+            raise ValueError(f"({self.defense}, {self.scenario}) against agent {victim}: the "
+                             f"{tap.threat_model} tap{where} cannot supply it, {why}; needs {self.needs}")
+
+
+ALL_NEIGHBOURS = ("a global listener, an eavesdropper on all of the victim's links, or a curious "
+                  "neighbour adjacent to all of the victim's neighbours")
+"""Who hears a victim's broadcast and all of its neighbours', in words (for `Extractor.needs`)."""
+
+MODEL_NEEDS = "the victim's {} broadcast at the round: any tap on one of its links"
+
+
+def broadcast_model(kind: Kind) -> Callable[[Transcript, int, int], Tensor]:
+    """A model view that reads the victim's broadcast of `kind` at the round, as sent."""
+    def read(transcript: Transcript, victim: int, round: int) -> Tensor:
+        return transcript.payload(kind, round, victim, None).float()
+
+    read.__doc__ = f"The victim's '{kind}' broadcast at `round`, as sent."
+    return read

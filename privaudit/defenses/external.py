@@ -1,0 +1,231 @@
+"""Defenses defined outside privaudit: found by import path or by entry point, registered by name.
+
+A `[[defense]]` table's `kind` is one of
+
+* a registered name: a shipped defense (`dpsgd`, ...) or one found before;
+* an import path, `kind = "mypkg.module:MyDefense"`: the module is imported (from `sys.path`, and
+  from the current directory when it is not found there, as `python -m` would), and the attribute
+  must be a concrete `Defense` subclass with a `name`, a `title` and a `Params` model. Importing
+  runs the module's code, so a campaign file lists such modules in `[campaign] imports` and the
+  command needs `--allow-code`: a `Consent` that `resolve` checks where it imports, so no shape of
+  a campaign's input reaches an import without it;
+* the name of an entry point in the group `privaudit.defenses` of an installed package, loaded the
+  first time that name is not registered. The entry point's name must be the class's `name`:
+
+      [project.entry-points."privaudit.defenses"]
+      my_defense = "mypkg.module:MyDefense"
+
+However it is found, the class is registered in `DEFENSES` under its `name`, and that name is the
+defense from then on: the table's `kind` after validation, the cell ids, the rows' `defense`, the
+transcripts' `public.defense` and the extractors' keys. The same class therefore gives the same
+cells whether a campaign names it by path or by entry point; a name another class already holds (a
+shipped defense's) is refused.
+
+Attacks read a defense's messages through its view (`privaudit.attacks.views`: extractors keyed by defense
+name and scenario, a model view, a canary channel, ...). A module outside privaudit registers its
+own at import, at the top level, beside the class:
+
+    register_extractor(Extractor("my_defense", "state_difference", my_extract, ...))
+
+so importing the module is all it takes, in the driver and in every worker process (which imports
+it again from the path `resolve` found it at). This module imports no attack: defenses never do.
+`examples/laplace_gossip.py` and `examples/share_gossip.py` are complete third-party defenses with their views.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from types import ModuleType
+
+from privaudit.defenses.base import DEFENSES, Defense, DefenseParams
+from privaudit.accounting import Claim
+
+ENTRY_POINTS = "privaudit.defenses"
+"""The entry-point group installed packages list their defenses in."""
+
+
+@dataclass(frozen=True)
+class Consent:
+    """The user's consent to import the modules a campaign names by path: the modules it lists in
+    `[campaign] imports` and whether the user agreed (`--allow-code`, `allow_code=True`). `resolve`
+    checks it at the one place a module named by a campaign is imported, so the consent follows
+    from the validated campaign, not from the shape of its input (a tuple of tables, a mapping
+    proxy)."""
+
+    listed: tuple[str, ...] = ()
+    given: bool = False
+
+    def check(self, module: str) -> None:
+        """Nothing when `module` may be imported; else ValueError saying what the campaign or the
+        user must do."""
+        if module not in self.listed:
+            raise ValueError(f"a defense kind imports module '{module}', which runs its code: list it in [campaign] "
+                             f"imports = {[*self.listed, module]!r} and pass --allow-code")
+        if not self.given:
+            raise ValueError(f"this campaign imports code ({module}, [campaign] imports): read it, then pass "
+                             "--allow-code to run it")
+
+
+NO_CONSENT = Consent()
+"""No module may be imported: the default of every caller that was not given consent."""
+
+
+def resolve(kind: str, consent: Consent = NO_CONSENT) -> type[Defense]:
+    """The defense class `kind` names (a registered name, `module:Class` or an entry point's
+    name), registered under its `name`; ValueError, one line, naming what is wrong. A module named
+    by path is imported only with `consent` (installed entry points and shipped defenses need none:
+    installing a package is the consent to its code)."""
+    if kind in DEFENSES:
+        return DEFENSES[kind]
+    if ":" in kind:
+        consent.check(kind.partition(":")[0].strip())
+        return _register(_checked(_load(kind), kind))
+    entry = _entry_point(kind)
+    if entry is None:
+        names = list(DEFENSES) + sorted(set(_entry_point_names()) - set(DEFENSES))
+        raise ValueError(f"unknown defense '{kind}' (choose from {', '.join(names)}; or give an import path "
+                         "'package.module:Class')")
+    where = f"entry point '{kind}' of group {ENTRY_POINTS}"
+    path = f"{entry.module}:{entry.attr}"
+    found = _checked(_load(path, f"{where}: "), path)
+    if found.name != kind:
+        raise ValueError(f"{where} loads a defense named '{found.name}': the entry point's name must be the "
+                         "class's name")
+    return _register(found)
+
+
+SHIPPED = frozenset(DEFENSES)
+"""The defenses privaudit ships (registered when `defenses` is imported, before this module)."""
+
+
+def load_installed() -> list[str]:
+    """Load and register every defense installed under the entry-point group, so a listing shows
+    them; one line per entry point that cannot be loaded, naming what is wrong."""
+    problems = []
+    for name in _entry_point_names():
+        try:
+            resolve(name)
+        except ValueError as error:
+            problems.append(f"{name}: {error}")
+    return problems
+
+
+def checked_claim(defense: Defense, rounds: int) -> Claim:
+    """`defense.claim(rounds)`, once it is a usable Claim (`Claim.problem`: no ε below 0 or NaN,
+    no δ outside [0, 1]); ValueError naming what is wrong. A defense written elsewhere whose claim
+    raises anything is reported the same way (its code is not ours to trace); a shipped one's
+    exception is a bug of privaudit and propagates, as do arithmetic errors, which callers name."""
+    try:
+        claim = defense.claim(rounds)
+    except (OverflowError, ZeroDivisionError, FloatingPointError):
+        raise
+    except Exception as error:  # noqa: BLE001 - see the docstring
+        if defense.name in SHIPPED:
+            raise
+        raise ValueError(f"the claim of defense '{defense.name}' raised {type(error).__name__}: {error}") from None
+    if not isinstance(claim, Claim):
+        raise ValueError(f"the claim of defense '{defense.name}' is a {type(claim).__name__}, not a "
+                         "privaudit.accounting.Claim")
+    problem = claim.problem()
+    if problem:
+        raise ValueError(f"the claim of defense '{defense.name}' is unusable: {problem}")
+    return claim
+
+
+def origin(cls: type[Defense]) -> str:
+    """Where `cls` is imported from, as an import path `module:Class`."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _checked(found: object, path: str) -> type[Defense]:
+    """`found`, loaded from `path`, once it is checked to be a usable defense class whose name
+    no other class holds; ValueError naming the first thing wrong."""
+    if not (isinstance(found, type) and issubclass(found, Defense)):
+        what = ("a class that does not derive from privaudit.defenses.base.Defense" if isinstance(found, type)
+                else f"a {type(found).__name__}")
+        raise ValueError(f"'{path}' is not a Defense subclass (it is {what})")
+    if inspect.isabstract(found):
+        raise ValueError(f"'{path}' is abstract: implement {', '.join(sorted(found.__abstractmethods__))}")
+    name = getattr(found, "name", None)
+    if not isinstance(name, str) or not name or ":" in name or name != name.strip():
+        raise ValueError(f"'{path}' needs a class attribute `name`: a non-empty string without ':' "
+                         f"(got {name!r})")
+    if not isinstance(getattr(found, "title", None), str):
+        raise ValueError(f"'{path}' needs a class attribute `title`: a string the report shows")
+    params = getattr(found, "Params", None)
+    if not (isinstance(params, type) and issubclass(params, DefenseParams)):
+        raise ValueError(f"'{path}' needs a class attribute `Params`: a subclass of "
+                         "privaudit.defenses.base.DefenseParams (its hyperparameters)")
+    taken = DEFENSES.get(name)
+    if taken is not None and origin(taken) != origin(found):
+        raise ValueError(f"'{path}' is named '{name}', which {origin(taken)} already is: give it another name")
+    return found
+
+
+def _register(found: type[Defense]) -> type[Defense]:
+    DEFENSES[found.name] = found
+    return found
+
+
+def _load(path: str, where: str = "") -> object:
+    """The object at the import path `module:attribute` (the attribute may be dotted); `where`
+    prefixes the error."""
+    module_name, _, attribute = (part.strip() for part in path.partition(":"))
+    if not module_name or not attribute or ":" in attribute:
+        raise ValueError(f"{where}'{path}' is not an import path 'package.module:Class'")
+    found: object = _import(module_name, where)
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise ValueError(f"{where}module '{module_name}' has no attribute '{attribute}'")
+        found = getattr(found, part)
+    return found
+
+
+def _import(module: str, where: str) -> ModuleType:
+    """Import `module`; when neither it nor its package is on `sys.path`, try again with the
+    current directory appended (a console script's `sys.path` does not hold it)."""
+    try:
+        return _import_once(module, where)
+    except ModuleNotFoundError as error:
+        here = os.getcwd()
+        if here in sys.path or "" in sys.path:
+            raise ValueError(f"{where}cannot import module '{module}' ({error})") from None
+    sys.path.append(here)
+    importlib.invalidate_caches()
+    try:
+        return _import_once(module, where)
+    except (ModuleNotFoundError, ValueError) as error:
+        sys.path.remove(here)
+        if isinstance(error, ValueError):
+            raise
+        raise ValueError(f"{where}cannot import module '{module}' ({error}; searched sys.path and the current "
+                         f"directory)") from None
+
+
+def _import_once(module: str, where: str) -> ModuleType:
+    """`importlib.import_module`; ModuleNotFoundError when `module` or its package is missing,
+    anything else the module raises (a missing dependency, a syntax error) a one-line ValueError:
+    the user's module is not ours to trace."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name is not None and (module == error.name or module.startswith(error.name + ".")):
+            raise
+        raise ValueError(f"{where}importing module '{module}' failed: {type(error).__name__}: {error}") from None
+    except Exception as error:  # noqa: BLE001 - any failure of user code is reported on one line
+        raise ValueError(f"{where}importing module '{module}' failed: {type(error).__name__}: {error}") from None
+    except SystemExit as error:
+        raise ValueError(f"{where}importing module '{module}' failed: it called sys.exit({error.code!r})") from None
+
+
+def _entry_point(name: str) -> metadata.EntryPoint | None:
+    return next(iter(metadata.entry_points(group=ENTRY_POINTS, name=name)), None)
+
+
+def _entry_point_names() -> list[str]:
+    return [entry.name for entry in metadata.entry_points(group=ENTRY_POINTS)]
