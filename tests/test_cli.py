@@ -106,16 +106,18 @@ def test_report_of_an_empty_directory_is_an_error(tmp_path, capsys):
     assert code == 2 and "no results in" in err
 
 
-def test_torn_last_line_is_skipped_and_named_and_the_next_row_survives(tmp_path):
+def test_torn_last_line_is_skipped_and_named_then_cut_off_by_the_next_row(tmp_path):
     store = ResultsStore(tmp_path)
     store.append({"cell": "a", "type": "audit", "value": 1})
     with open(store.path, "a") as handle:
         handle.write('{"cell": "b", "val')
-    assert [row["cell"] for row in store.rows()] == ["a"]
+    reading = store.read()
+    assert [row["cell"] for row in reading.rows] == ["a"]
+    assert [(s.line, s.reason) for s in reading.skipped] == [(2, "not JSON (a torn write?)")]
     store.append({"cell": "c", "type": "audit", "value": 3})
     reading = store.read()
-    assert [row["cell"] for row in reading.rows] == ["a", "c"]
-    assert [(s.line, s.reason) for s in reading.skipped] == [(2, "not JSON (a torn write?)")]
+    assert [row["cell"] for row in reading.rows] == ["a", "c"] and reading.skipped == []
+    assert '"b"' not in store.path.read_text()
 
 
 def test_grid_expands_a_table_into_labelled_runs():

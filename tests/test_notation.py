@@ -28,7 +28,7 @@ def test_numbers_in_scientific_notation_are_unbreakable():
 
 
 def test_a_long_run_breaks_at_its_punctuation_and_a_blob_anywhere():
-    assert html_text("privaudit/attacks/audit/verdict.py") == "attacks/<wbr>audit/<wbr>verdict.py"
+    assert html_text("privaudit/attacks/audit/verdict.py") == "privaudit/<wbr>attacks/<wbr>audit/<wbr>verdict.py"
     assert html_text("x=1,000,000,and_more") == "x=<wbr>1,000,000,<wbr>and_more"  # no break inside 1,000,000
     blob = "bf954bec24421ad8bf954bec24421ad8"
     assert html_text(blob) == f'<span class="long">{blob}</span>'

@@ -125,11 +125,11 @@ _HYPERPARAMETERS = ("hyper", "public()", "params")
 
 def _outside_views() -> list[Path]:
     found = []
-    for package in ("attacks", "privaudit", "reports"):
-        for path in sorted((ROOT / package).rglob("*.py")):
-            inside_view = path.parent == ROOT / "privaudit" / "attacks" / "views" and path.name not in ("registry.py", "__init__.py")
-            if not inside_view:
-                found.append(path)
+    for path in sorted((ROOT / "privaudit").rglob("*.py")):
+        inside_view = path.parent == ROOT / "privaudit" / "attacks" / "views" and path.name not in ("registry.py",
+                                                                                                   "__init__.py")
+        if not inside_view and ROOT / "privaudit" / "defenses" not in path.parents:
+            found.append(path)
     return found
 
 
