@@ -318,10 +318,18 @@ def canary_relation(game: Game) -> dict[str, Any]:
     channel, neighbours = game.channel, game.claim.neighbours
     audited = Neighbours(channel.adjacency, channel.unit).words()
     if neighbours is None:
-        return {"claimed": None, "audited": audited, "same": False, "why": "the defense claims no privacy"}
+        return {"claimed": None, "audited": audited, "same": False, "why": _unstated(game.claim)}
     same = (channel.adjacency, channel.unit) == (neighbours.change, neighbours.unit)
     why = None if same else (channel.unaudited or f"the channel changes {audited}, the claim {neighbours.words()}")
     return {"claimed": neighbours.words(), "audited": audited, "same": same, "why": why}
+
+
+def _unstated(claim: Claim) -> str:
+    """Why a relation row names no claimed relation: the defense claims no privacy, or (a claim
+    built without `checked_claim`'s default) its claim states an ε but no relation."""
+    if claim.eps_claimed is None:
+        return "the defense claims no privacy"
+    return "the claim states no neighbouring relation"
 
 
 def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
@@ -520,7 +528,7 @@ def reconstruction_relation(claim: Claim) -> dict[str, Any]:
     """The relation the reconstruction game tests (replacing one record) beside the claim's."""
     audited, neighbours = REPLACE_ONE.words(), claim.neighbours
     if neighbours is None or claim.eps_claimed is None:
-        return {"claimed": None, "audited": audited, "same": False, "why": "the defense claims no privacy"}
+        return {"claimed": None, "audited": audited, "same": False, "why": _unstated(claim)}
     compared = replace_one_claim(claim)
     same = (neighbours.change, neighbours.unit) == ("replace-one", "record")
     why = None if same else compared if isinstance(compared, str) else (

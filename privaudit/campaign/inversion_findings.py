@@ -223,8 +223,10 @@ def attack_batch_size(cell: AttackCell, defense: Defense) -> int:
     after training."""
     size = cell.attack.batch_size or views.batch_size(defense.name, defense.public())
     if not isinstance(size, int):
-        raise ConfigError(f"{cell.where}: give batch_size: defense '{cell.training.run.kind}' has no "
-                          "public batch size")
+        kind = cell.training.run.kind
+        raise ConfigError(f"{cell.where}: give batch_size: defense '{kind}' has no public batch size (set batch_size "
+                          f"in the attack table, or have its view say how to read it: privaudit.attacks.views."
+                          f"register_batch_size('{kind}', lambda hyper: hyper['batch_size']))")
     held = _fewest_records(cell, defense)
     if held is not None and size > held:
         raise ConfigError(f"{cell.where}: batch_size {size:,} exceeds the records of the attacked agent ({held:,}): "

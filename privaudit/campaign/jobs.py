@@ -16,6 +16,7 @@ from typing import Any
 
 from privaudit.attacks.views import noise
 from privaudit.defenses.base import Defense
+from privaudit.defenses.external import relation_warning
 from privaudit import __version__
 from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
 from privaudit.campaign.cells import (AttackCell, AuditCell, Cell, MembershipCell, build_defense, cell_claim,
@@ -135,11 +136,13 @@ class TrainingJob:
         defense = build_defense(self.cell)
         warnings = []
         try:
-            cell_claim(self.cell, defense)
+            claim = cell_claim(self.cell, defense)
         except ConfigError as error:
             if shipped(self.cell.run.kind):
                 raise
             warnings.append(f"{error} (its cells will be failed rows)")
+        else:
+            warnings += filter(None, [relation_warning(claim)])
         for attack in self.attacks:
             _plan(attack, defense)
         for group in self.memberships:
@@ -293,5 +296,5 @@ def plan_jobs(campaign: Campaign, finished: set[str], warnings: list[str] | None
         if checked is not None:
             checked[job.cells[0]] = time.perf_counter() - started
         if warnings is not None:
-            warnings.extend(found)
+            warnings.extend([line for line in found if line not in warnings])
     return jobs, len(cells) + len(attacks) + len(memberships) + len(audits)

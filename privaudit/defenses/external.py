@@ -34,6 +34,7 @@ it again from the path `resolve` found it at). This module imports no attack: de
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import os
@@ -43,7 +44,7 @@ from importlib import metadata
 from types import ModuleType
 
 from privaudit.defenses.base import DEFENSES, Defense, DefenseParams
-from privaudit.accounting import Claim
+from privaudit.accounting import Claim, Neighbours
 
 ENTRY_POINTS = "privaudit.defenses"
 """The entry-point group installed packages list their defenses in."""
@@ -115,11 +116,35 @@ def load_installed() -> list[str]:
     return problems
 
 
+DEFAULT_NEIGHBOURS = Neighbours("replace-one", "record", "privaudit's default: the claim states no relation")
+"""The neighbouring relation a defense written elsewhere is audited under when its claim states an
+ε but no `neighbours`: one record of the agent's data replaced by another, the relation the
+law-free canary audit and the reconstruction game test. It is a guess at what the author meant,
+so the claim carries it as an assumption (`ASSUMED_RELATION`, which `claims` and the report show)
+and `check` and `run` warn of it (`relation_warning`): an add/remove claim audited under it can be
+refuted by a bound up to twice its ε, which is why the author should state theirs."""
+
+ASSUMED_RELATION = ("the claim states no neighbouring relation: privaudit audits it under its default, replace-one "
+                    "of one record; state yours in the Claim: neighbours=Neighbours('replace-one') or "
+                    "Neighbours('add/remove') (privaudit.accounting.Neighbours)")
+"""The assumption a claim given `DEFAULT_NEIGHBOURS` carries, in the words `claims` prints."""
+
+
+def relation_warning(claim: Claim) -> str | None:
+    """The one line saying that `claim` is audited under `DEFAULT_NEIGHBOURS` because it states no
+    relation, and how to state one; None when it states its own."""
+    if claim.neighbours != DEFAULT_NEIGHBOURS:
+        return None
+    return f"defense '{claim.defense}': {ASSUMED_RELATION}"
+
+
 def checked_claim(defense: Defense, rounds: int) -> Claim:
     """`defense.claim(rounds)`, once it is a usable Claim (`Claim.problem`: no ε below 0 or NaN,
     no δ outside [0, 1]); ValueError naming what is wrong. A defense written elsewhere whose claim
     raises anything is reported the same way (its code is not ours to trace); a shipped one's
-    exception is a bug of privaudit and propagates, as do arithmetic errors, which callers name."""
+    exception is a bug of privaudit and propagates, as do arithmetic errors, which callers name.
+    A claim written elsewhere that states an ε and no neighbouring relation gets
+    `DEFAULT_NEIGHBOURS`, so no audit of it reads as "no privacy claimed" (`relation_warning`)."""
     try:
         claim = defense.claim(rounds)
     except (OverflowError, ZeroDivisionError, FloatingPointError):
@@ -127,13 +152,17 @@ def checked_claim(defense: Defense, rounds: int) -> Claim:
     except Exception as error:  # noqa: BLE001 - see the docstring
         if defense.name in SHIPPED:
             raise
-        raise ValueError(f"the claim of defense '{defense.name}' raised {type(error).__name__}: {error}") from None
+        raise ValueError(f"the claim of defense '{defense.name}' ({type(defense).__name__}.claim) raised "
+                         f"{type(error).__name__}: {error}") from None
     if not isinstance(claim, Claim):
         raise ValueError(f"the claim of defense '{defense.name}' is a {type(claim).__name__}, not a "
-                         "privaudit.accounting.Claim")
+                         f"privaudit.accounting.Claim ({type(defense).__name__}.claim must return one)")
     problem = claim.problem()
     if problem:
         raise ValueError(f"the claim of defense '{defense.name}' is unusable: {problem}")
+    if claim.neighbours is None and claim.eps_claimed is not None and defense.name not in SHIPPED:
+        return dataclasses.replace(claim, neighbours=DEFAULT_NEIGHBOURS,
+                                   assumptions=(*claim.assumptions, ASSUMED_RELATION))
     return claim
 
 
