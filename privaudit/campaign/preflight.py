@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from privaudit.campaign.cells import expand_all
+from privaudit.campaign.cells import code_changes, expand_all
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.estimates import Estimate, estimate
 from privaudit.campaign.jobs import AuditJob, TrainingJob, plan_jobs
@@ -84,7 +84,8 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     out = Path(out)
     store = ResultsStore(out)
     store.check_layout()
-    finished = set() if force else {row["cell"] for row in store.read().rows}
+    rows = [] if force else store.read().rows
+    finished = {row["cell"] for row in rows}
     warnings: list[str] = []
     checked: dict[str, float] = {}
     started = time.perf_counter()
@@ -99,4 +100,5 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     findings += [f"{table.name} ({table.kind} audit)" for table in campaign.audit]
     return Preflight(campaign.campaign.name, out,
                      dict(zip(KINDS, (len(cells), len(attacks), len(memberships), len(audits)))),
-                     _pending(jobs), defenses, findings, campaign.warnings() + warnings, timed)
+                     _pending(jobs), defenses, findings,
+                     campaign.warnings() + code_changes(cells, rows) + warnings, timed)

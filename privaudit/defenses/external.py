@@ -29,17 +29,25 @@ own at import, at the top level, beside the class:
 
 so importing the module is all it takes, in the driver and in every worker process (which imports
 it again from the path `resolve` found it at). This module imports no attack: defenses never do.
+
+A module's code is part of the identity of the cells that run it (`plugin_code`: a hash of the
+bytes each module was imported from), so editing it reruns them. A process that imported a module
+before it was edited (a notebook calling `privaudit.run` twice) imports it anew when a campaign
+names it again (`resolve`), so the hash always names the code that runs.
 `examples/laplace_gossip.py` and `examples/share_gossip.py` are complete third-party defenses with their views.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import inspect
 import os
 import sys
+import weakref
 from dataclasses import dataclass
+from collections.abc import Sequence
 from importlib import metadata
 from types import ModuleType
 
@@ -84,7 +92,9 @@ def resolve(kind: str, consent: Consent = NO_CONSENT) -> type[Defense]:
     if kind in DEFENSES:
         return DEFENSES[kind]
     if ":" in kind:
-        consent.check(kind.partition(":")[0].strip())
+        module = kind.partition(":")[0].strip()
+        consent.check(module)
+        _reload_edited([*consent.listed, module])
         return _register(_checked(_load(kind), kind))
     entry = _entry_point(kind)
     if entry is None:
@@ -166,6 +176,68 @@ def checked_claim(defense: Defense, rounds: int) -> Claim:
     return claim
 
 
+_SOURCES: weakref.WeakKeyDictionary[ModuleType, str] = weakref.WeakKeyDictionary()
+"""The digest of the bytes each module was loaded from, recorded when privaudit first hashes it
+(right after `resolve` imports it): what the module in memory runs, even once its file is edited."""
+
+
+def _file_digest(path: str) -> str | None:
+    """The SHA-256 of a file's bytes (16 hex digits, as a cell id), None when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+def source_digest(name: str) -> str | None:
+    """The digest of the source the imported module `name` runs; None when it is not imported or
+    has no source file (a built-in or compiled module)."""
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if module is None or not isinstance(path, str):
+        return None
+    if module not in _SOURCES:
+        digest = _file_digest(path)
+        if digest is None:
+            return None
+        _SOURCES[module] = digest
+    return _SOURCES[module]
+
+
+def plugin_code(cls: type[Defense], imports: Sequence[str] = ()) -> dict[str, str]:
+    """The code of a defense written outside privaudit that its cells run, as module → digest of
+    its source (`source_digest`): the class's module and every module of `[campaign] imports` this
+    process has imported (a view module beside the class). Empty for a shipped defense, whose
+    cells' ids therefore never change with this. Each module counts its own file only: a module it
+    imports in turn counts when the campaign lists it too."""
+    if cls.name in SHIPPED:
+        return {}
+    modules = sorted({cls.__module__, *imports})
+    return {name: digest for name in modules if (digest := source_digest(name)) is not None}
+
+
+def _reload_edited(names: Sequence[str]) -> None:
+    """Import anew each of the modules `names` that this process imported and whose file has
+    changed since, in the order given (the campaign's imports, then the defense's module), so
+    a campaign named again after an edit runs the edited code; ValueError in one line when the
+    edited module fails to import."""
+    for name in dict.fromkeys(names):
+        module = sys.modules.get(name)
+        recorded = None if module is None else _SOURCES.get(module)
+        path = getattr(module, "__file__", None)
+        if recorded is None or not isinstance(path, str) or _file_digest(path) == recorded:
+            continue
+        importlib.invalidate_caches()
+        try:
+            importlib.reload(module)
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of user code is reported on one line
+            raise ValueError(f"importing the edited module '{name}' again failed: {type(error).__name__}: "
+                             f"{error}") from None
+        del _SOURCES[module]
+        source_digest(name)
+
+
 def origin(cls: type[Defense]) -> str:
     """Where `cls` is imported from, as an import path `module:Class`."""
     return f"{cls.__module__}:{cls.__qualname__}"
@@ -208,6 +280,7 @@ def _load(path: str, where: str = "") -> object:
     if not module_name or not attribute or ":" in attribute:
         raise ValueError(f"{where}'{path}' is not an import path 'package.module:Class'")
     found: object = _import(module_name, where)
+    source_digest(module_name)
     for part in attribute.split("."):
         if not hasattr(found, part):
             raise ValueError(f"{where}module '{module_name}' has no attribute '{attribute}'")
