@@ -203,3 +203,20 @@ def test_shipped_defenses_keep_their_cell_ids():
     cells = [cell for kind in expand_all(load_campaign(ROOT / "privaudit" / "presets" / "demo.toml")) for cell in kind]
     assert {cell.id for cell in cells} == {row["cell"] for row in stored["rows"]}
     assert all("code" not in cell.describe() for cell in cells if hasattr(cell, "code"))
+
+
+def test_the_extending_page_names_everything_a_plugin_imports_and_every_registration():
+    """docs/extending.md covers every privaudit name the two examples import and every register_*."""
+    import ast
+    import re
+
+    from privaudit.attacks.views import registry
+
+    page = (ROOT / "docs" / "extending.md").read_text()
+    needed = {alias.name for example in ("share_gossip", "laplace_gossip")
+              for node in ast.walk(ast.parse((ROOT / "examples" / f"{example}.py").read_text()))
+              if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("privaudit")
+              for alias in node.names}
+    needed |= {name for name in vars(registry) if name.startswith("register_")}
+    assert {"Clipping", "register_batch_size", "register_unmodelled"} <= needed
+    assert sorted(name for name in needed if not re.search(rf"\b{name}\b", page)) == []
