@@ -17,11 +17,12 @@ record z drawn from a prior independent of the rest of the dataset, rebuilt at a
 dataset fixed in advance. The run's victim holds many records of the training split, and the target
 is whichever of them its batch sampler drew: an attack that rebuilds the sampled record is an
 attack on all of the victim's records at once, which DP bounds only n times more loosely (n the
-victim's records, by a union over them — for a subsampled Gaussian, an exact reconstruction of
-the sampled record can stand beside a tight claim while e^ε κ + δ ≪ 1), and no prior exists whose
-κ a record of a fixed partition could be divided by. Reading the bound off the run would invent
-leakage. What the leak does instead is trigger the game the bound is proved for (`leak_bound`):
-`bound_trials` trials of `privaudit.attacks.audit.reconstruction_game` on the same run
+victim's records, by a union over them: publishing one of n records drawn at random is
+(0, 1/n)-DP for replacing one record, yet rebuilds "the sampled record" every time, far above
+κ + 1/n), and no prior exists whose κ a record of a fixed partition could be divided by. Reading
+the bound off the run would invent leakage, and one run is one observation in any case. What the
+leak does instead is trigger the game the bound is proved for (`leak_bound`): `bound_trials`
+trials of `privaudit.attacks.audit.reconstruction_game` on the same run
 configuration, attack (with the table's parameters), scenario, round, threat and victim, each
 trial the victim holding one record drawn from a held-out pool, the success "PSNR ≥ 30 dB" (the
 reconstruction audit's default) with its prior baseline κ, and the bound and verdict of a
