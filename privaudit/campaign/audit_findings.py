@@ -497,8 +497,9 @@ def reconstruction_verdict(record: dict[str, Any], claim: Claim) -> dict[str, An
     replacing one record at a δ no larger. The audit could not have refuted the claim when even
     every trial succeeding stays at or below it, or when its δ is below the claim's."""
     eps_lb, delta = record["eps_lb"], record["delta"]
-    forced = (f"the reconstructions force ε ≥ {eps_lb:.4g} at δ = {delta:.3g} for replacing one record "
-              f"({record['confidence']:.0%} confidence)")
+    forced = (f"the reconstructions ({record['successes']} of {record['trials']} trials succeeding, the prior's "
+              f"baseline κ ≤ {record['kappa']:.3g}) force ε ≥ {eps_lb:.4g} at δ = {delta:.3g} for replacing one "
+              f"record ({record['confidence']:.0%} confidence)")
     compared = replace_one_claim(claim)
     if compared is None:
         return Verdict("not evaluable", None, f"no DP claim is made; {forced}").as_dict()
@@ -549,11 +550,19 @@ def reconstruction_finding(cell: AuditCell) -> dict[str, Any]:
     of the informed-adversary game (`privaudit.attacks.audit.reconstruction_game`), the ε_LB they force
     for replacing one record, and the verdict on the run's claim (the game keeps its sampling
     rates, `privaudit.attacks.audit.reconstruction_game.holding`)."""
-    table, training = cell.table, cell.training
-    game = reconstruction_game(cell)
+    table = cell.table
+    return played_reconstruction(reconstruction_game(cell), cell.training, trials=table.trials,
+                                 confidence=table.confidence, delta=table.delta)
+
+
+def played_reconstruction(game: ReconstructionGame, training: Cell, *, trials: int, confidence: float,
+                          delta: float | None) -> dict[str, Any]:
+    """`trials` trials of `game`, built on the training cell `training`, as a reconstruction
+    audit's row fields: the bound at `delta` (default `reconstruction_delta`'s) and its verdict on
+    the game's claim. Shared by the `[[audit]]` table and the game a leaking inversion plays
+    (`privaudit.campaign.inversion_findings.leak_bound`), so both follow one rule."""
     claim = game.claim
-    record = play(game, trials=table.trials, confidence=table.confidence,
-                  delta=reconstruction_delta(claim, table.delta))
+    record = play(game, trials=trials, confidence=confidence, delta=reconstruction_delta(claim, delta))
     sound = _finite(claim.eps_sound)
     compared = replace_one_claim(claim)
     sound_compared = None if sound is None or not isinstance(compared, tuple) else (
@@ -566,8 +575,8 @@ def reconstruction_finding(cell: AuditCell) -> dict[str, Any]:
         "delta_lb": None,
         "delta_lb_eps": None,
         "delta": record["delta"],
-        "confidence": table.confidence,
-        "samples": table.trials,
+        "confidence": confidence,
+        "samples": trials,
         "eps_claimed": claim.eps_claimed,
         "eps_stated": claim.eps_stated,
         "eps_sound": sound,
