@@ -166,8 +166,8 @@ def _check(args: argparse.Namespace) -> int:
                           args.force)
     _warn(found.warnings)
     print(found.summary())
-    for line in found.estimate_lines():
-        print(line)
+    for line in found.reach_lines() + found.estimate_lines():
+        print(printable(line))
     return 0
 
 

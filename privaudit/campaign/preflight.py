@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from privaudit.campaign.audit_findings import audit_reach
 from privaudit.campaign.cells import expand_all
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.estimates import Estimate, estimate
@@ -41,6 +42,8 @@ class Preflight:
     warnings: list[str]
     estimate: Estimate
     """How long each cell a run would compute will take (`privaudit.campaign.estimates`)."""
+    reach: list[str]
+    """What each canary audit a run would compute can show at its size (`audit_reach`)."""
 
     def summary(self) -> str:
         """One paragraph: cells per kind, defenses, attacks, what would run."""
@@ -56,6 +59,13 @@ class Preflight:
         attacks = f" Attacks and audits: {'; '.join(self.attacks)}." if self.attacks else " No attack or audit tables."
         return (f"campaign '{self.name}' passes every pre-flight check: {total} cells ({counts}). "
                 f"Defenses: {'; '.join(self.defenses)}.{attacks} Of the {total} cells, {would}.")
+
+    def reach_lines(self) -> list[str]:
+        """What each canary audit a run would compute can show at its size, one line each."""
+        if not self.reach:
+            return []
+        return (["what each canary audit can show at its size (bounds from its runs and confidence; docs/audits.md):"]
+                + [f"  {line}" for line in self.reach])
 
     def estimate_lines(self) -> list[str]:
         """How long each cell a run would compute will take, one line each, and the total; none
@@ -99,4 +109,5 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     findings += [f"{table.name} ({table.kind} audit)" for table in campaign.audit]
     return Preflight(campaign.campaign.name, out,
                      dict(zip(KINDS, (len(cells), len(attacks), len(memberships), len(audits)))),
-                     _pending(jobs), defenses, findings, campaign.warnings() + warnings, timed)
+                     _pending(jobs), defenses, findings, campaign.warnings() + warnings, timed,
+                     [line for job in jobs if isinstance(job, AuditJob) and (line := audit_reach(job.cell))])
