@@ -88,9 +88,10 @@ def _pending(jobs: list[TrainingJob | AuditJob]) -> dict[str, int]:
     return pending
 
 
-def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Preflight:
+def preflight(campaign: Campaign, out: str | Path, force: bool = False, progress: bool = False) -> Preflight:
     """Check `campaign` as `privaudit run --out out [--force]` would before training (ConfigError
-    in one line on the first problem) and say what it would run."""
+    in one line on the first problem) and say what it would run; with `progress`, the checks and
+    timings are counted on stderr as a run counts its work."""
     out = Path(out)
     store = ResultsStore(out)
     store.check_layout()
@@ -99,8 +100,8 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     checked: dict[str, float] = {}
     started = time.perf_counter()
     with downloads_refused():
-        jobs, _ = plan_jobs(campaign, finished, warnings, checked)
-        timed = estimate(jobs, checked, time.perf_counter() - started)
+        jobs, _ = plan_jobs(campaign, finished, warnings, checked, progress)
+        timed = estimate(jobs, checked, time.perf_counter() - started, progress)
     cells, attacks, memberships, audits = expand_all(campaign)
     defenses = [f"{table.name} ({table.kind}" + (f", {table.combinations} runs" if table.combinations > 1 else "")
                 + ")" for table in campaign.defense]
