@@ -95,7 +95,21 @@ def unheard(attack: AttackConfig, defense: str, scenario: str, round: int, tap: 
     if why is None:
         return None
     where = f" observing agent {tap.observer}" if tap.observer is not None else ""
-    return f"not possible for this attacker: the {tap.threat_model} tap{where} {why}; needs {extractor.needs}"
+    return (f"not possible for this attacker: the {tap.threat_model} tap{where} cannot feed the attack ({why}); "
+            f"needs {extractor.needs}")
+
+
+def attack_unheard(cell: AttackCell, defense: Defense) -> str | None:
+    """`unheard` of an attack cell on its training cell's `defense`, named by the cell, so
+    `privaudit check` says before any training which attacks will be rows saying they were not
+    possible (the run writes those rows, it does not fail)."""
+    run, topology = cell.training.run, defense.setup.topology
+    try:
+        tap, _ = attack_taps(cell.attack, run.kind, cell.scenario, cell.round, topology)
+    except ValueError:
+        return None
+    why = unheard(cell.attack, run.kind, cell.scenario, cell.round, tap, topology)
+    return None if why is None else f"{cell.where}: {why}"
 
 
 def last_round_read(defense: str, scenario: str, round: int) -> int:
