@@ -163,11 +163,11 @@ def _check(args: argparse.Namespace) -> int:
     campaign, _ = read_campaign(args.campaign, allow_code=args.allow_code)
     with _about(args.campaign):
         found = preflight(campaign, Path(args.out) if args.out else Path("results") / campaign.campaign.name,
-                          args.force)
+                          args.force, progress=True)
     _warn(found.warnings)
     print(found.summary())
-    for line in found.estimate_lines():
-        print(line)
+    for line in found.reach_lines() + found.estimate_lines():
+        print(printable(line))
     return 0
 
 

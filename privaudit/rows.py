@@ -189,6 +189,9 @@ class InversionRow(_Row):
     setting: dict[str, Any] = Field(default_factory=dict)
     artifacts: dict[str, Text] = Field(default_factory=dict)
     warnings: list[Text] = Field(default_factory=list)
+    reconstruction_audit: AuditRow | None = Field(None, description=(
+        "the reconstruction game a leak on a run with a DP claim played, an audit row of its own "
+        "(`privaudit.campaign.inversion_findings.leak_bound`); absent when the inversion did not leak"))
 
 
 class CoalitionAgent(_Record):
@@ -347,6 +350,8 @@ class AuditRow(_Row):
     pairs: list[PositionPair] | None = None
     graph: PositionGraph | None = None
 
+
+InversionRow.model_rebuild()
 
 MODELS: dict[str, type[_Row]] = {
     "training": TrainingRow,

@@ -126,8 +126,12 @@ def test_check_of_the_demo_passes_without_training_or_writing(tmp_path, monkeypa
     monkeypatch.setattr("privaudit.campaign.jobs.simulate", no_training)
     out = tmp_path / "out"
     code, printed, err = _main("check", "privaudit/presets/demo.toml", "--out", str(out))
-    assert code == 0 and err == ""
-    summary, *estimates = printed.strip().splitlines()
+    assert code == 0 and all(line.strip().startswith(("checking jobs:", "timing jobs:")) for line in err.splitlines())
+    summary, *said = printed.strip().splitlines()
+    timing = next(i for i, line in enumerate(said) if line.startswith("time of each cell"))
+    reach, estimates = said[:timing], said[timing:]
+    assert reach[0].startswith("what each canary audit can show") and len(reach) > 1
+    assert all("an error-free" in line or "every guess right" in line for line in reach[1:])
     assert len(estimates) == 1 + 23 + 1 and all("an estimate" in line for line in estimates)
     assert summary.startswith("campaign 'demo' passes every pre-flight check: 23 cells (11 training, 4 attack, "
                               "2 membership, 6 audit).")

@@ -92,7 +92,8 @@ def test_an_attack_table_with_directed_links_is_checked_against_the_extractor(tm
     topology = Topology.build("ring", 4)
     tap, _ = attack_taps(cell.attack, "lt_admm_dp", "bridge", 0, topology)
     why = unheard(cell.attack, "lt_admm_dp", "bridge", 0, tap, topology)
-    assert why.startswith("not possible for this attacker: the eavesdropper tap it does not hear agent 1's "
+    assert why.startswith("not possible for this attacker: the eavesdropper tap cannot feed the attack (it does not "
+                          "hear agent 1's "
                           "messages to agent 0")
     store = run_campaign(campaign, "# test", tmp_path, progress=False, say=lambda line: None)
     [row] = [row for row in store.read().rows if row["cell"] == cell.id]

@@ -49,6 +49,7 @@ import time
 from typing import Any
 
 from privaudit.attacks.audit.bounds import perfect_test_eps
+from privaudit.attacks import views
 from privaudit.attacks.audit.canary_audit import Game, audit_delta, audit_game, make_game, one_run_game
 from privaudit.attacks.audit.canary_statistics import SELECT_FRACTION
 from privaudit.attacks.audit.mechanism_audit import audit
@@ -66,7 +67,7 @@ from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand, shipp
 from privaudit.campaign.config import AuditConfig, parse_campaign
 from privaudit.errors import ConfigError
 from privaudit.progress import Progress
-from privaudit.limits import require
+from privaudit.limits import limit, require
 
 
 def _finite(value: float | None) -> float | None:
@@ -247,13 +248,21 @@ def reconstruction_game(cell: AuditCell) -> ReconstructionGame:
 def check_audit(cell: AuditCell) -> None:
     """Build a canary or reconstruction audit's game, so a victim, threat, channel or round its
     run cannot serve fails before anything runs, as a ConfigError naming the cell; a mechanism
-    audit needs no check here."""
+    audit needs no check here. A canary audit's reach (`audit_reach`) is kept on the way."""
     if cell.training is None:
         return
     try:
-        {"reconstruction": reconstruction_game, "position": _position_game}.get(cell.table.kind, _game)(cell)
+        game = {"reconstruction": reconstruction_game, "position": _position_game}.get(cell.table.kind, _game)(cell)
     except ConfigError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
+    if cell.table.kind == "canary":
+        _REACH[cell.id] = _reach(cell, game)
+
+
+def _trials(runs: int, protocol: str) -> int:
+    """The runs per side a repeated audit's bound counts: all of them when the threshold is fixed
+    from the law ("model"), else those not held out to choose it."""
+    return runs if protocol == "model" else runs - max(2, int(runs * SELECT_FRACTION))
 
 
 def _ceiling(record: dict[str, Any]) -> float | None:
@@ -266,8 +275,86 @@ def _ceiling(record: dict[str, Any]) -> float | None:
     runs = record.get("runs_per_side")
     if not isinstance(runs, int):
         return None
-    trials = runs if record.get("protocol") == "model" else runs - max(2, int(runs * SELECT_FRACTION))
-    return perfect_test_eps(trials, record["confidence"], record["delta"])
+    return perfect_test_eps(_trials(runs, record.get("protocol")), record["confidence"], record["delta"])
+
+
+def runs_needed(eps: float, confidence: float, delta: float, protocol: str, most: int) -> int | None:
+    """The fewest runs per side whose error-free test certifies more than `eps` (`perfect_test_eps`
+    inverted: it grows with the runs), None when not even `most` do."""
+    def reaches(runs: int) -> bool:
+        return perfect_test_eps(_trials(runs, protocol), confidence, delta) > eps
+
+    if not reaches(most):
+        return None
+    low, high = 3, 4
+    while not reaches(high):
+        low, high = high, min(2 * high, most)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if reaches(middle) else (middle, high)
+    return high
+
+
+def _sampling(game: Game) -> str:
+    """The canary's inclusion probability per local step, in words: one record among the victim's,
+    drawn into a batch of the defense's public size (`views.batch_size`). A run that never samples
+    it is the same in both worlds, so a rare canary needs many runs before any test tells them
+    apart (docs/audits.md)."""
+    try:
+        size = views.batch_size(game.kind, game.params.model_dump())
+    except Exception:  # noqa: BLE001 - a plugin's reader may not take these parameters: the rate is then not said
+        size = None
+    if not isinstance(size, int) or size < 1:
+        return f"the canary is one record among the victim's {game.records:,} (the defense states no public " \
+               "batch size, so its sampling rate is not known here)"
+    rate = min(size / game.records, 1.0)
+    missed = (1 - rate) ** game.rounds
+    return (f"the canary is one record among the victim's {game.records:,}: a batch of {size:,} holds it with "
+            f"probability {rate:.3g} a local step, and a run of {game.rounds:,} rounds of one step each never "
+            f"samples it with probability {missed:.3g}")
+
+
+_REACH: dict[str, str] = {}
+"""`_reach` of each canary audit `check_audit` built, by cell id (a hash of the cell's normalised
+configuration), so `privaudit check` says it without building the game again."""
+
+
+def audit_reach(cell: AuditCell) -> str | None:
+    """What a canary audit can show at its size, said by `privaudit check` before anything runs
+    (`_reach`); None for other audits."""
+    if cell.training is None or cell.table.kind != "canary":
+        return None
+    if cell.id not in _REACH:
+        _REACH[cell.id] = _reach(cell, _game(cell))
+    return _REACH[cell.id]
+
+
+def _reach(cell: AuditCell, game: Game) -> str:
+    """The largest ε the audit's runs (or guesses) can certify with an error-free test at its
+    confidence, the runs per side needed to certify the claim's ε, and the canary's sampling rate,
+    in one line."""
+    table = cell.table
+    claim, delta = game.claim.eps_claimed, audit_delta(game.claim, table.delta)
+    confidence = f"{table.confidence:.0%} confidence, δ = {delta:.3g}"
+    if table.method == "one_run":
+        ceiling = one_run_eps(table.guesses, table.guesses, table.canaries, delta, table.confidence)
+        reach = (f"one run, {table.guesses} guesses among {table.canaries} canaries: even every guess right "
+                 f"certifies at most ε ≥ {ceiling:.3g} ({confidence})")
+    else:
+        protocol = table.protocol if table.protocol != "auto" else \
+            ("model" if game.law_free is None and game.canaries.kind == "gradient" and claim else "held-out")
+        ceiling = perfect_test_eps(_trials(table.runs, protocol), table.confidence, delta)
+        reach = (f"{table.runs:,} runs per side ({'threshold from the law' if protocol == 'model' else 'a quarter held out'}"
+                 f"{', as auto would likely choose' if table.protocol == 'auto' else ''}): an error-free test would "
+                 f"reach ε ≥ {ceiling:.3g} at most ({confidence})")
+        if claim is not None and math.isfinite(claim) and claim > 0:
+            needed = runs_needed(claim, table.confidence, delta, protocol, limit("runs"))
+            reach += (f"; certifying the claimed ε = {claim:.3g} needs at least {needed:,} runs per side even with "
+                      "an error-free test" if needed is not None else
+                      f"; no run count within the limit ({limit('runs'):,}) can certify the claimed ε = {claim:.3g}")
+    if claim is not None and ceiling <= claim:
+        reach += f"; at this size the audit cannot refute the claim (ε = {claim:.3g})"
+    return f"{cell.label} on {cell.training.label} seed {cell.seed}: {reach}; {_sampling(game)}"
 
 
 def _counted(record: dict[str, Any]) -> str:
@@ -318,10 +405,18 @@ def canary_relation(game: Game) -> dict[str, Any]:
     channel, neighbours = game.channel, game.claim.neighbours
     audited = Neighbours(channel.adjacency, channel.unit).words()
     if neighbours is None:
-        return {"claimed": None, "audited": audited, "same": False, "why": "the defense claims no privacy"}
+        return {"claimed": None, "audited": audited, "same": False, "why": _unstated(game.claim)}
     same = (channel.adjacency, channel.unit) == (neighbours.change, neighbours.unit)
     why = None if same else (channel.unaudited or f"the channel changes {audited}, the claim {neighbours.words()}")
     return {"claimed": neighbours.words(), "audited": audited, "same": same, "why": why}
+
+
+def _unstated(claim: Claim) -> str:
+    """Why a relation row names no claimed relation: the defense claims no privacy, or (a claim
+    built without `checked_claim`'s default) its claim states an ε but no relation."""
+    if claim.eps_claimed is None:
+        return "the defense claims no privacy"
+    return "the claim states no neighbouring relation"
 
 
 def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
@@ -489,8 +584,9 @@ def reconstruction_verdict(record: dict[str, Any], claim: Claim) -> dict[str, An
     replacing one record at a δ no larger. The audit could not have refuted the claim when even
     every trial succeeding stays at or below it, or when its δ is below the claim's."""
     eps_lb, delta = record["eps_lb"], record["delta"]
-    forced = (f"the reconstructions force ε ≥ {eps_lb:.4g} at δ = {delta:.3g} for replacing one record "
-              f"({record['confidence']:.0%} confidence)")
+    forced = (f"the reconstructions ({record['successes']} of {record['trials']} trials succeeding, the prior's "
+              f"baseline κ ≤ {record['kappa']:.3g}) force ε ≥ {eps_lb:.4g} at δ = {delta:.3g} for replacing one "
+              f"record ({record['confidence']:.0%} confidence)")
     compared = replace_one_claim(claim)
     if compared is None:
         return Verdict("not evaluable", None, f"no DP claim is made; {forced}").as_dict()
@@ -520,7 +616,7 @@ def reconstruction_relation(claim: Claim) -> dict[str, Any]:
     """The relation the reconstruction game tests (replacing one record) beside the claim's."""
     audited, neighbours = REPLACE_ONE.words(), claim.neighbours
     if neighbours is None or claim.eps_claimed is None:
-        return {"claimed": None, "audited": audited, "same": False, "why": "the defense claims no privacy"}
+        return {"claimed": None, "audited": audited, "same": False, "why": _unstated(claim)}
     compared = replace_one_claim(claim)
     same = (neighbours.change, neighbours.unit) == ("replace-one", "record")
     why = None if same else compared if isinstance(compared, str) else (
@@ -541,11 +637,19 @@ def reconstruction_finding(cell: AuditCell) -> dict[str, Any]:
     of the informed-adversary game (`privaudit.attacks.audit.reconstruction_game`), the ε_LB they force
     for replacing one record, and the verdict on the run's claim (the game keeps its sampling
     rates, `privaudit.attacks.audit.reconstruction_game.holding`)."""
-    table, training = cell.table, cell.training
-    game = reconstruction_game(cell)
+    table = cell.table
+    return played_reconstruction(reconstruction_game(cell), cell.training, trials=table.trials,
+                                 confidence=table.confidence, delta=table.delta)
+
+
+def played_reconstruction(game: ReconstructionGame, training: Cell, *, trials: int, confidence: float,
+                          delta: float | None) -> dict[str, Any]:
+    """`trials` trials of `game`, built on the training cell `training`, as a reconstruction
+    audit's row fields: the bound at `delta` (default `reconstruction_delta`'s) and its verdict on
+    the game's claim. Shared by the `[[audit]]` table and the game a leaking inversion plays
+    (`privaudit.campaign.inversion_findings.leak_bound`), so both follow one rule."""
     claim = game.claim
-    record = play(game, trials=table.trials, confidence=table.confidence,
-                  delta=reconstruction_delta(claim, table.delta))
+    record = play(game, trials=trials, confidence=confidence, delta=reconstruction_delta(claim, delta))
     sound = _finite(claim.eps_sound)
     compared = replace_one_claim(claim)
     sound_compared = None if sound is None or not isinstance(compared, tuple) else (
@@ -558,8 +662,8 @@ def reconstruction_finding(cell: AuditCell) -> dict[str, Any]:
         "delta_lb": None,
         "delta_lb_eps": None,
         "delta": record["delta"],
-        "confidence": table.confidence,
-        "samples": table.trials,
+        "confidence": confidence,
+        "samples": trials,
         "eps_claimed": claim.eps_claimed,
         "eps_stated": claim.eps_stated,
         "eps_sound": sound,

@@ -6,7 +6,9 @@ cell likewise for a `[[membership]]` table; an audit cell is one `[[audit]]` tab
 (a canary or reconstruction audit on one training cell). A cell's id is a hash of its normalised
 configuration (data, run shape, validated hyperparameters, seed, and for a finding its table and round), so
 the same cell has the same id in every run of every campaign that contains it, and a re-run
-skips the cells already in the results.
+skips the cells already in the results. The cells of a defense written outside privaudit also
+hash the source of its modules (`privaudit.defenses.external.plugin_code`), so editing them reruns
+those cells (`code_changes` says so); a shipped defense's cells hash no code, and keep their ids.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 
 from privaudit.defenses.base import Defense, DefenseParams
-from privaudit.defenses.external import SHIPPED, checked_claim
+from privaudit.defenses.external import SHIPPED, checked_claim, plugin_code
 from privaudit.accounting import Claim
 from privaudit.campaign.config import AttackConfig, AuditConfig, Campaign, DataConfig, MembershipConfig, RunConfig
 from privaudit.data import load_dataset, partition
@@ -53,6 +55,9 @@ class Cell:
     params: DefenseParams
     table_label: str = ""
     setting: dict[str, Any] = field(default_factory=dict, compare=False)
+    code: tuple[tuple[str, str], ...] = ()
+    """The modules of a defense written outside privaudit, with the digests of their source
+    (`plugin_code`); empty for a shipped defense."""
 
     @property
     def label(self) -> str:
@@ -71,12 +76,13 @@ class Cell:
     def describe(self) -> dict[str, Any]:
         """The normalised configuration the id is computed from."""
         run = self.run.model_dump(mode="json", exclude=set(self.run.model_extra or {}) | {"data"})
-        return {
+        described = {
             "data": self.data.model_dump(mode="json"),
             "run": run,
             "params": self.params.model_dump(mode="json"),
             "seed": self.seed,
         }
+        return described | ({"code": dict(self.code)} if self.code else {})
 
 
 @dataclass(frozen=True)
@@ -243,11 +249,47 @@ def expand(campaign: Campaign) -> list[Cell]:
             params = run.params()
             values = run.model_dump() | (run.model_extra or {})
             setting = {"topology": run.topology, "agents": run.agents} | {key: values[key] for key in table.grid}
+            code = tuple(plugin_code(run.defense(), campaign.campaign.imports).items())
             for seed in campaign.campaign.seeds:
-                draft = Cell("", index, seed, data, run, params)
+                draft = Cell("", index, seed, data, run, params, code=code)
                 cells.append(Cell(_digest(draft.describe()), index, seed, data, run, params,
-                                  table.name, setting))
+                                  table.name, setting, code))
     return _distinct(cells)
+
+
+def code_changes(cells: list[Cell], rows: list[dict[str, Any]]) -> list[str]:
+    """One line per set of plugin modules whose source changed since finished cells ran them:
+    the finished training rows whose configuration is a cell's of `cells` in all but the code
+    (`Cell.code`), and the finding rows on them, are computed again under the cells' new ids.
+    Rows written before privaudit hashed a module's source record none, and are said apart."""
+    current = {_digest(_codeless(cell.describe())): cell for cell in cells if cell.code}
+    stale: dict[str, tuple[str, ...]] = {}
+    for row in rows:
+        config = row.get("config")
+        if row.get("type") != "training" or not isinstance(config, dict):
+            continue
+        cell = current.get(_digest(_codeless(config)))
+        if cell is not None and row.get("cell") != cell.id:
+            recorded = config.get("code")
+            stale[row["cell"]] = _edited(dict(cell.code), recorded) if isinstance(recorded, dict) else ()
+    counts: dict[tuple[str, ...], int] = {}
+    for row in rows:
+        training = row.get("cell") if row.get("type") == "training" else row.get("training")
+        if training in stale:
+            counts[stale[training]] = counts.get(stale[training], 0) + 1
+    return [(f"plugin module {', '.join(modules)} changed since {count} finished cells: they run again" if modules
+             else f"{count} finished cells of a plugin record no hash of its source (computed before privaudit "
+                  "hashed it): they run again") for modules, count in counts.items()]
+
+
+def _edited(code: dict[str, str], recorded: dict[str, Any]) -> tuple[str, ...]:
+    """The modules whose digest in `code` is not the one `recorded` (a row's), or that only one holds."""
+    return tuple(sorted(name for name in {*code, *recorded} if code.get(name) != recorded.get(name)))
+
+
+def _codeless(described: dict[str, Any]) -> dict[str, Any]:
+    """A training cell's configuration without its code (`Cell.describe`)."""
+    return {key: value for key, value in described.items() if key != "code"}
 
 
 def expand_all(campaign: Campaign) -> tuple[list[Cell], list[AttackCell], list[MembershipCell], list[AuditCell]]:

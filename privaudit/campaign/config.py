@@ -376,10 +376,17 @@ class AttackConfig(ThreatConfig):
                              "evaluations (0: off); scoring only, the attack never sees it")
     window: int | None = Field(None, ge=1, description="coalition: rounds heard after the attacked "
                                "round (default: the number of agents)")
+    bound_trials: Annotated[int, AfterValidator(within("runs"))] = Field(
+        20, ge=0, description="trials of the reconstruction game played when this inversion leaks on a run with a DP "
+        "claim, whose bound enters the run's verdict (0: none; `privaudit.campaign.inversion_findings.leak_bound`)")
+
+    LATER: ClassVar[dict[str, Any]] = {**_HearsLinks.LATER, "bound_trials": 20}
 
     def misplaced(self) -> tuple[str, str] | None:
         if self.threat != "coalition" and self.window is not None:
             return "window", "only the coalition threat has a window"
+        if self.threat == "coalition" and "bound_trials" in self.model_fields_set:
+            return "bound_trials", "a coalition attack plays no reconstruction game"
         if self.threat == "coalition" and self.scenario not in (None, "coalition"):
             return "scenario", "a coalition attack has its own scenario, 'coalition'"
         return super().misplaced()

@@ -49,6 +49,7 @@ from privaudit.campaign.inversion_budget import evaluation_budget
 from privaudit.campaign.jobs import AuditJob, Job, attack_batch_size
 from privaudit.campaign.membership_findings import last_round_needed
 from privaudit.errors import ConfigError
+from privaudit.progress import Progress
 from privaudit.sim import evaluate
 from privaudit.wire import Wire
 
@@ -291,21 +292,34 @@ class Estimate:
                 + (f"; {missing} cell{'s' if missing > 1 else ''} without an estimate not counted" if missing else ""))
 
 
-def estimate(jobs: list[Job], checked: dict[str, float], planning_s: float) -> Estimate:
+def estimate(jobs: list[Job], checked: dict[str, float], planning_s: float, progress: bool = False) -> Estimate:
     """The estimate of every pending cell of `jobs`; a cell whose timing fails has no estimate and
     says why, so the estimate never fails a check that passed, except for memory: a timing that
-    could not allocate what it needs means the run could not either, and check refuses it."""
+    could not allocate what it needs means the run could not either, and check refuses it. With
+    `progress`, the jobs timed are counted on stderr (`privaudit.progress`), as a run counts its work."""
     estimator, found = Estimator(checked), []
-    for job in jobs:
-        try:
-            found += estimator.job(job)
-        except MemoryError:
-            raise ConfigError(f"cell {job.cells[0]}: timing its cells ran out of memory: the run would too") from None
-        except Exception as error:  # noqa: BLE001 - an estimate is advice: it must not fail the check
-            if "allocate" in str(error):
-                raise ConfigError(f"cell {job.cells[0]}: timing its cells failed to allocate memory, so would the run: "
-                                  f"{str(error).splitlines()[0][:300]}") from None
-            found += [CellTime(f"cell {cell}", None, f"timing failed: {type(error).__name__}: {error}")
-                      for cell in job.cells]
+    counter = Progress("timing jobs", len(jobs), unit="jobs") if progress else None
+    try:
+        for job in jobs:
+            found += _timed(estimator, job)
+            if counter is not None:
+                counter.update(1)
+    finally:
+        if counter is not None:
+            counter.close()
     return Estimate(found, planning_s, estimator.warm_up_s)
+
+
+def _timed(estimator: Estimator, job: Job) -> list[CellTime]:
+    """`job`'s cells' estimates (`Estimator.job`), or the reason each has none (`estimate`)."""
+    try:
+        return estimator.job(job)
+    except MemoryError:
+        raise ConfigError(f"cell {job.cells[0]}: timing its cells ran out of memory: the run would too") from None
+    except Exception as error:  # noqa: BLE001 - an estimate is advice: it must not fail the check
+        if "allocate" in str(error):
+            raise ConfigError(f"cell {job.cells[0]}: timing its cells failed to allocate memory, so would the run: "
+                              f"{str(error).splitlines()[0][:300]}") from None
+        return [CellTime(f"cell {cell}", None, f"timing failed: {type(error).__name__}: {error}")
+                for cell in job.cells]
 

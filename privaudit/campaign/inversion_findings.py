@@ -9,6 +9,26 @@ floor (unrelated training images scored against the same originals) decides whet
 (`privaudit.leak`). Anything that goes wrong on the attacker's side (a message the tap did not
 hear, a target the attack cannot use, a diverging optimisation) becomes a failed finding with its
 reason, never an exception that would stop the campaign.
+
+A reconstruction that leaks on a run with a DP claim is not itself evidence against the claim's ε,
+and the row does not read one from it: the reconstruction bound of
+`privaudit.attacks.audit.reconstruction_bounds`, P[success] ≤ e^ε κ + δ (ReRo), holds for one
+record z drawn from a prior independent of the rest of the dataset, rebuilt at a place of the
+dataset fixed in advance. The run's victim holds many records of the training split, and the target
+is whichever of them its batch sampler drew: an attack that rebuilds the sampled record is an
+attack on all of the victim's records at once, which DP bounds only n times more loosely (n the
+victim's records, by a union over them: publishing one of n records drawn at random is
+(0, 1/n)-DP for replacing one record, yet rebuilds "the sampled record" every time, far above
+κ + 1/n), and no prior exists whose κ a record of a fixed partition could be divided by. Reading
+the bound off the run would invent leakage, and one run is one observation in any case. What the
+leak does instead is trigger the game the bound is proved for (`leak_bound`): `bound_trials`
+trials of `privaudit.attacks.audit.reconstruction_game` on the same run
+configuration, attack (with the table's parameters), scenario, round, threat and victim, each
+trial the victim holding one record drawn from a held-out pool, the success "PSNR ≥ 30 dB" (the
+reconstruction audit's default) with its prior baseline κ, and the bound and verdict of a
+`[[audit]] kind = "reconstruction"` table (`privaudit.campaign.audit_findings.played_reconstruction`).
+The row keeps it as `reconstruction_audit`, a reconstruction audit row the report links to the run
+like any other (`privaudit.reports.verdicts`). An inversion that does not leak plays nothing.
 """
 
 from __future__ import annotations
@@ -27,10 +47,13 @@ from privaudit.attacks.extraction import Target
 from privaudit.attacks.inversion import INVERSIONS, Reconstruction
 from privaudit.attacks.inversion.gradient_matching import working_megabytes
 from privaudit.attacks import views
+from privaudit.attacks.audit.reconstruction_game import make_reconstruction_game
+from privaudit.attacks.audit.verdict import Verdict
 from privaudit.attacks.views import EXTRACTORS
 from privaudit.defenses.base import Defense
 from privaudit import __version__
-from privaudit.campaign.cells import AttackCell
+from privaudit.campaign.audit_findings import played_reconstruction, replace_one_claim
+from privaudit.campaign.cells import AttackCell, build_setup, shipped
 from privaudit.campaign.config import AttackConfig
 from privaudit.campaign.inversion_budget import counting, inversion_progress
 from privaudit.data import Normalisation
@@ -72,7 +95,21 @@ def unheard(attack: AttackConfig, defense: str, scenario: str, round: int, tap: 
     if why is None:
         return None
     where = f" observing agent {tap.observer}" if tap.observer is not None else ""
-    return f"not possible for this attacker: the {tap.threat_model} tap{where} {why}; needs {extractor.needs}"
+    return (f"not possible for this attacker: the {tap.threat_model} tap{where} cannot feed the attack ({why}); "
+            f"needs {extractor.needs}")
+
+
+def attack_unheard(cell: AttackCell, defense: Defense) -> str | None:
+    """`unheard` of an attack cell on its training cell's `defense`, named by the cell, so
+    `privaudit check` says before any training which attacks will be rows saying they were not
+    possible (the run writes those rows, it does not fail)."""
+    run, topology = cell.training.run, defense.setup.topology
+    try:
+        tap, _ = attack_taps(cell.attack, run.kind, cell.scenario, cell.round, topology)
+    except ValueError:
+        return None
+    why = unheard(cell.attack, run.kind, cell.scenario, cell.round, tap, topology)
+    return None if why is None else f"{cell.where}: {why}"
 
 
 def last_round_read(defense: str, scenario: str, round: int) -> int:
@@ -223,8 +260,10 @@ def attack_batch_size(cell: AttackCell, defense: Defense) -> int:
     after training."""
     size = cell.attack.batch_size or views.batch_size(defense.name, defense.public())
     if not isinstance(size, int):
-        raise ConfigError(f"{cell.where}: give batch_size: defense '{cell.training.run.kind}' has no "
-                          "public batch size")
+        kind = cell.training.run.kind
+        raise ConfigError(f"{cell.where}: give batch_size: defense '{kind}' has no public batch size (set batch_size "
+                          f"in the attack table, or have its view say how to read it: privaudit.attacks.views."
+                          f"register_batch_size('{kind}', lambda hyper: hyper['batch_size']))")
     held = _fewest_records(cell, defense)
     if held is not None and size > held:
         raise ConfigError(f"{cell.where}: batch_size {size:,} exceeds the records of the attacked agent ({held:,}): "
@@ -295,7 +334,57 @@ def attack_row(cell: AttackCell, defense: Defense, transcript: Transcript, truth
     finally:
         if counter is not None:
             counter.close()
-    return attack_cell_row(cell, found | {"warnings": batch_warnings(cell, defense)})
+    leaked = (found.get("leak") or {}).get("leak") is True
+    bound = leak_bound(cell) if leaked and cell.attack.bound_trials > 0 else None
+    return attack_cell_row(cell, found | {"warnings": batch_warnings(cell, defense)}
+                           | ({"reconstruction_audit": bound} if bound is not None else {}))
+
+
+LEAK_BOUND_THRESHOLD_DB = 30.0
+"""The success of a leak's reconstruction game: PSNR ≥ 30 dB against the target, the default of a
+reconstruction audit table (fixed before any trial, so the trials cannot choose it)."""
+LEAK_BOUND_CONFIDENCE = 0.95
+"""The confidence of a leak's reconstruction bound, a reconstruction audit table's default."""
+
+
+def leak_bound(cell: AttackCell) -> dict[str, Any] | None:
+    """The reconstruction audit a leaking inversion triggers (module docstring): an audit row of
+    kind "reconstruction" with the game's bound (its κ, trials, successes and Clopper–Pearson
+    confidence) and its verdict on the run's claim, by the rule of an `[[audit]]` table; None when
+    the run claims no DP (nothing to bound). A claim the game cannot judge (one that bounds no
+    replacement of one record) still gets the bound, with a verdict saying why it cannot judge; a
+    game that cannot be built or played on this run is a failed row with its reason, never an
+    exception that stops the campaign."""
+    started = time.perf_counter()
+    training, attack = cell.training, cell.attack
+    try:
+        game = make_reconstruction_game(
+            build_setup(training), training.run.kind, training.params, training.run.rounds, scenario=cell.scenario,
+            round=cell.round, attack=attack.kind, threshold_db=LEAK_BOUND_THRESHOLD_DB, victim=attack.victim,
+            threat=attack.threat, observer=attack.observer, links=attack.links, directed_links=attack.directed_links,
+            inversion=attack.attack())
+        if replace_one_claim(game.claim) is None:
+            return None
+        found = played_reconstruction(game, training, trials=attack.bound_trials, confidence=LEAK_BOUND_CONFIDENCE,
+                                      delta=None) | {"status": "ok"}
+    except Exception as error:  # noqa: BLE001 - as an audit row: a value error, or a defense written elsewhere
+        if not (isinstance(error, (ConfigError, ValueError, FloatingPointError)) or not shipped(training.run.kind)):
+            raise
+        reason = str(error) if isinstance(error, (ConfigError, ValueError, FloatingPointError)) else \
+            f"defense '{training.run.kind}' failed at run time: {type(error).__name__}: {error}"
+        found = {**_UNPLAYED, "verdict": Verdict("not evaluable", None, f"the game failed: {reason}").as_dict(),
+                 "status": f"failed: {reason}"}
+    return {"type": "audit", "cell": f"{cell.id}/reconstruction", "group": f"{cell.group}/reconstruction",
+            "training": training.id, "label": f"{cell.label} leaked: reconstruction game", "kind": "reconstruction",
+            "method": None, "seed": training.seed, "subject": training.label, "defense": training.run.kind,
+            "defense_label": training.label, "samples": None, "confidence": LEAK_BOUND_CONFIDENCE, "delta": None,
+            **found, "wall_s": time.perf_counter() - started, "version": __version__}
+
+
+_UNPLAYED = {"eps_lb": None, "delta_lb": None, "delta_lb_eps": None, "eps_claimed": None, "eps_stated": None,
+             "eps_sound": None, "delta_sound": None, "eps_estimate": None, "estimate_method": None, "exact": None,
+             "tightness": None, "curve": [], "attack": None, "findings": [], "detail": None}
+"""The bound's fields of a leak's reconstruction game that failed."""
 
 
 def attack_identity(cell: AttackCell) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from privaudit.attacks.views import noise
 from privaudit.defenses.base import Defense
+from privaudit.defenses.external import relation_warning
 from privaudit import __version__
 from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
 from privaudit.campaign.cells import (AttackCell, AuditCell, Cell, MembershipCell, build_defense, cell_claim,
@@ -24,6 +25,7 @@ from privaudit.campaign.coalition_findings import coalition_findings, coalition_
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.inversion_findings import (
     attack_batch_size,
+    attack_unheard,
     attack_cell_row,
     attack_row,
     inversion_headline,
@@ -135,13 +137,18 @@ class TrainingJob:
         defense = build_defense(self.cell)
         warnings = []
         try:
-            cell_claim(self.cell, defense)
+            claim = cell_claim(self.cell, defense)
         except ConfigError as error:
             if shipped(self.cell.run.kind):
                 raise
             warnings.append(f"{error} (its cells will be failed rows)")
+        else:
+            warnings += filter(None, [relation_warning(claim)])
         for attack in self.attacks:
             _plan(attack, defense)
+            unheard = None if attack.attack.threat == "coalition" else attack_unheard(attack, defense)
+            if unheard is not None:
+                warnings.append(unheard)
         for group in self.memberships:
             plan_membership(list(group), defense)
         return warnings
@@ -269,11 +276,13 @@ def run_job(job: Job, out: str | Path, progress: bool = False) -> Iterator[Finis
 
 
 def plan_jobs(campaign: Campaign, finished: set[str], warnings: list[str] | None = None,
-              checked: dict[str, float] | None = None) -> tuple[list[Job], int]:
+              checked: dict[str, float] | None = None, progress: bool = False) -> tuple[list[Job], int]:
     """The jobs that produce the rows missing from `finished`, each checked (so a bad field in
     the last table fails in seconds rather than after an hour; what a check only warns of is
     appended to `warnings`, and the seconds it took to `checked`, by the job's first cell: its
-    set-up, claims and games, which running the job builds again), and the campaign's cell count."""
+    set-up, claims and games, which running the job builds again), and the campaign's cell count.
+    With `progress`, the checks are counted on stderr (`privaudit.progress`): `privaudit check`'s
+    games may take a while on a large model."""
     cells, attacks, memberships, audits = expand_all(campaign)
     pending_attacks: dict[str, list[AttackCell]] = {}
     for attack in attacks:
@@ -287,11 +296,16 @@ def plan_jobs(campaign: Campaign, finished: set[str], warnings: list[str] | None
                         tuple(tuple(group) for group in pending_membership.get(cell.id, {}).values()))
             for cell in cells]
     jobs = [job for job in jobs if job.cells] + [AuditJob(audit) for audit in audits if audit.id not in finished]
+    counter = Progress("checking jobs", len(jobs), unit="jobs") if progress else None
     for job in jobs:
         started = time.perf_counter()
         found = job.check()
         if checked is not None:
             checked[job.cells[0]] = time.perf_counter() - started
         if warnings is not None:
-            warnings.extend(found)
+            warnings.extend([line for line in found if line not in warnings])
+        if counter is not None:
+            counter.update(1)
+    if counter is not None:
+        counter.close()
     return jobs, len(cells) + len(attacks) + len(memberships) + len(audits)

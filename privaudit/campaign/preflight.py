@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from privaudit.campaign.cells import expand_all
+from privaudit.campaign.audit_findings import audit_reach
+from privaudit.campaign.cells import code_changes, expand_all
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.estimates import Estimate, estimate
 from privaudit.campaign.jobs import AuditJob, TrainingJob, plan_jobs
@@ -41,6 +42,8 @@ class Preflight:
     warnings: list[str]
     estimate: Estimate
     """How long each cell a run would compute will take (`privaudit.campaign.estimates`)."""
+    reach: list[str]
+    """What each canary audit a run would compute can show at its size (`audit_reach`)."""
 
     def summary(self) -> str:
         """One paragraph: cells per kind, defenses, attacks, what would run."""
@@ -56,6 +59,13 @@ class Preflight:
         attacks = f" Attacks and audits: {'; '.join(self.attacks)}." if self.attacks else " No attack or audit tables."
         return (f"campaign '{self.name}' passes every pre-flight check: {total} cells ({counts}). "
                 f"Defenses: {'; '.join(self.defenses)}.{attacks} Of the {total} cells, {would}.")
+
+    def reach_lines(self) -> list[str]:
+        """What each canary audit a run would compute can show at its size, one line each."""
+        if not self.reach:
+            return []
+        return (["what each canary audit can show at its size (bounds from its runs and confidence; docs/audits.md):"]
+                + [f"  {line}" for line in self.reach])
 
     def estimate_lines(self) -> list[str]:
         """How long each cell a run would compute will take, one line each, and the total; none
@@ -78,19 +88,21 @@ def _pending(jobs: list[TrainingJob | AuditJob]) -> dict[str, int]:
     return pending
 
 
-def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Preflight:
+def preflight(campaign: Campaign, out: str | Path, force: bool = False, progress: bool = False) -> Preflight:
     """Check `campaign` as `privaudit run --out out [--force]` would before training (ConfigError
-    in one line on the first problem) and say what it would run."""
+    in one line on the first problem) and say what it would run; with `progress`, the checks and
+    timings are counted on stderr as a run counts its work."""
     out = Path(out)
     store = ResultsStore(out)
     store.check_layout()
-    finished = set() if force else {row["cell"] for row in store.read().rows}
+    rows = [] if force else store.read().rows
+    finished = {row["cell"] for row in rows}
     warnings: list[str] = []
     checked: dict[str, float] = {}
     started = time.perf_counter()
     with downloads_refused():
-        jobs, _ = plan_jobs(campaign, finished, warnings, checked)
-        timed = estimate(jobs, checked, time.perf_counter() - started)
+        jobs, _ = plan_jobs(campaign, finished, warnings, checked, progress)
+        timed = estimate(jobs, checked, time.perf_counter() - started, progress)
     cells, attacks, memberships, audits = expand_all(campaign)
     defenses = [f"{table.name} ({table.kind}" + (f", {table.combinations} runs" if table.combinations > 1 else "")
                 + ")" for table in campaign.defense]
@@ -99,4 +111,6 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False) -> Prefl
     findings += [f"{table.name} ({table.kind} audit)" for table in campaign.audit]
     return Preflight(campaign.campaign.name, out,
                      dict(zip(KINDS, (len(cells), len(attacks), len(memberships), len(audits)))),
-                     _pending(jobs), defenses, findings, campaign.warnings() + warnings, timed)
+                     _pending(jobs), defenses, findings,
+                     campaign.warnings() + code_changes(cells, rows) + warnings, timed,
+                     [line for job in jobs if isinstance(job, AuditJob) and (line := audit_reach(job.cell))])

@@ -29,21 +29,30 @@ own at import, at the top level, beside the class:
 
 so importing the module is all it takes, in the driver and in every worker process (which imports
 it again from the path `resolve` found it at). This module imports no attack: defenses never do.
+
+A module's code is part of the identity of the cells that run it (`plugin_code`: a hash of the
+bytes each module was imported from), so editing it reruns them. A process that imported a module
+before it was edited (a notebook calling `privaudit.run` twice) imports it anew when a campaign
+names it again (`resolve`), so the hash always names the code that runs.
 `examples/laplace_gossip.py` and `examples/share_gossip.py` are complete third-party defenses with their views.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import importlib
 import inspect
 import os
 import sys
+import weakref
 from dataclasses import dataclass
+from collections.abc import Sequence
 from importlib import metadata
 from types import ModuleType
 
 from privaudit.defenses.base import DEFENSES, Defense, DefenseParams
-from privaudit.accounting import Claim
+from privaudit.accounting import Claim, Neighbours
 
 ENTRY_POINTS = "privaudit.defenses"
 """The entry-point group installed packages list their defenses in."""
@@ -83,7 +92,9 @@ def resolve(kind: str, consent: Consent = NO_CONSENT) -> type[Defense]:
     if kind in DEFENSES:
         return DEFENSES[kind]
     if ":" in kind:
-        consent.check(kind.partition(":")[0].strip())
+        module = kind.partition(":")[0].strip()
+        consent.check(module)
+        _reload_edited([*consent.listed, module])
         return _register(_checked(_load(kind), kind))
     entry = _entry_point(kind)
     if entry is None:
@@ -115,11 +126,35 @@ def load_installed() -> list[str]:
     return problems
 
 
+DEFAULT_NEIGHBOURS = Neighbours("replace-one", "record", "privaudit's default: the claim states no relation")
+"""The neighbouring relation a defense written elsewhere is audited under when its claim states an
+ε but no `neighbours`: one record of the agent's data replaced by another, the relation the
+law-free canary audit and the reconstruction game test. It is a guess at what the author meant,
+so the claim carries it as an assumption (`ASSUMED_RELATION`, which `claims` and the report show)
+and `check` and `run` warn of it (`relation_warning`): an add/remove claim audited under it can be
+refuted by a bound up to twice its ε, which is why the author should state theirs."""
+
+ASSUMED_RELATION = ("the claim states no neighbouring relation: privaudit audits it under its default, replace-one "
+                    "of one record; state yours in the Claim: neighbours=Neighbours('replace-one') or "
+                    "Neighbours('add/remove') (privaudit.accounting.Neighbours)")
+"""The assumption a claim given `DEFAULT_NEIGHBOURS` carries, in the words `claims` prints."""
+
+
+def relation_warning(claim: Claim) -> str | None:
+    """The one line saying that `claim` is audited under `DEFAULT_NEIGHBOURS` because it states no
+    relation, and how to state one; None when it states its own."""
+    if claim.neighbours != DEFAULT_NEIGHBOURS:
+        return None
+    return f"defense '{claim.defense}': {ASSUMED_RELATION}"
+
+
 def checked_claim(defense: Defense, rounds: int) -> Claim:
     """`defense.claim(rounds)`, once it is a usable Claim (`Claim.problem`: no ε below 0 or NaN,
     no δ outside [0, 1]); ValueError naming what is wrong. A defense written elsewhere whose claim
     raises anything is reported the same way (its code is not ours to trace); a shipped one's
-    exception is a bug of privaudit and propagates, as do arithmetic errors, which callers name."""
+    exception is a bug of privaudit and propagates, as do arithmetic errors, which callers name.
+    A claim written elsewhere that states an ε and no neighbouring relation gets
+    `DEFAULT_NEIGHBOURS`, so no audit of it reads as "no privacy claimed" (`relation_warning`)."""
     try:
         claim = defense.claim(rounds)
     except (OverflowError, ZeroDivisionError, FloatingPointError):
@@ -127,14 +162,80 @@ def checked_claim(defense: Defense, rounds: int) -> Claim:
     except Exception as error:  # noqa: BLE001 - see the docstring
         if defense.name in SHIPPED:
             raise
-        raise ValueError(f"the claim of defense '{defense.name}' raised {type(error).__name__}: {error}") from None
+        raise ValueError(f"the claim of defense '{defense.name}' ({type(defense).__name__}.claim) raised "
+                         f"{type(error).__name__}: {error}") from None
     if not isinstance(claim, Claim):
         raise ValueError(f"the claim of defense '{defense.name}' is a {type(claim).__name__}, not a "
-                         "privaudit.accounting.Claim")
+                         f"privaudit.accounting.Claim ({type(defense).__name__}.claim must return one)")
     problem = claim.problem()
     if problem:
         raise ValueError(f"the claim of defense '{defense.name}' is unusable: {problem}")
+    if claim.neighbours is None and claim.eps_claimed is not None and defense.name not in SHIPPED:
+        return dataclasses.replace(claim, neighbours=DEFAULT_NEIGHBOURS,
+                                   assumptions=(*claim.assumptions, ASSUMED_RELATION))
     return claim
+
+
+_SOURCES: weakref.WeakKeyDictionary[ModuleType, str] = weakref.WeakKeyDictionary()
+"""The digest of the bytes each module was loaded from, recorded when privaudit first hashes it
+(right after `resolve` imports it): what the module in memory runs, even once its file is edited."""
+
+
+def _file_digest(path: str) -> str | None:
+    """The SHA-256 of a file's bytes (16 hex digits, as a cell id), None when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+def source_digest(name: str) -> str | None:
+    """The digest of the source the imported module `name` runs; None when it is not imported or
+    has no source file (a built-in or compiled module)."""
+    module = sys.modules.get(name)
+    path = getattr(module, "__file__", None)
+    if module is None or not isinstance(path, str):
+        return None
+    if module not in _SOURCES:
+        digest = _file_digest(path)
+        if digest is None:
+            return None
+        _SOURCES[module] = digest
+    return _SOURCES[module]
+
+
+def plugin_code(cls: type[Defense], imports: Sequence[str] = ()) -> dict[str, str]:
+    """The code of a defense written outside privaudit that its cells run, as module → digest of
+    its source (`source_digest`): the class's module and every module of `[campaign] imports` this
+    process has imported (a view module beside the class). Empty for a shipped defense, whose
+    cells' ids therefore never change with this. Each module counts its own file only: a module it
+    imports in turn counts when the campaign lists it too."""
+    if cls.name in SHIPPED:
+        return {}
+    modules = sorted({cls.__module__, *imports})
+    return {name: digest for name in modules if (digest := source_digest(name)) is not None}
+
+
+def _reload_edited(names: Sequence[str]) -> None:
+    """Import anew each of the modules `names` that this process imported and whose file has
+    changed since, in the order given (the campaign's imports, then the defense's module), so
+    a campaign named again after an edit runs the edited code; ValueError in one line when the
+    edited module fails to import."""
+    for name in dict.fromkeys(names):
+        module = sys.modules.get(name)
+        recorded = None if module is None else _SOURCES.get(module)
+        path = getattr(module, "__file__", None)
+        if recorded is None or not isinstance(path, str) or _file_digest(path) == recorded:
+            continue
+        importlib.invalidate_caches()
+        try:
+            importlib.reload(module)
+        except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of user code is reported on one line
+            raise ValueError(f"importing the edited module '{name}' again failed: {type(error).__name__}: "
+                             f"{error}") from None
+        del _SOURCES[module]
+        source_digest(name)
 
 
 def origin(cls: type[Defense]) -> str:
@@ -179,6 +280,7 @@ def _load(path: str, where: str = "") -> object:
     if not module_name or not attribute or ":" in attribute:
         raise ValueError(f"{where}'{path}' is not an import path 'package.module:Class'")
     found: object = _import(module_name, where)
+    source_digest(module_name)
     for part in attribute.split("."):
         if not hasattr(found, part):
             raise ValueError(f"{where}module '{module_name}' has no attribute '{attribute}'")

@@ -34,6 +34,13 @@ table's label); mechanism audits and run audits matching no run are verdicts of 
 defense run names the mechanism audits of its algorithm beside its verdict. Bounds, verdicts and
 tightness are read from the audit rows, never recomputed; the tightness is the audit's own (its
 bound over the sound value of the configuration it audited).
+
+An inversion that leaked on a run with a DP claim holds the reconstruction game its leak triggered
+(`reconstruction_audit`, `privaudit.campaign.inversion_findings.leak_bound`), an audit row read as
+the `[[audit]]` tables' are (`audit_rows`): its bound (κ, trials, Clopper–Pearson confidence) and
+verdict speak for the run, so a reconstruction that leaked never sits beside "not audited". The
+leak alone is not a bound and refutes nothing; only the game's trials do, by the reconstruction
+audit's own rule.
 """
 
 from __future__ import annotations
@@ -474,14 +481,27 @@ def _link(audits: dict[str, list[dict[str, Any]]], runs: dict[str, list[dict[str
     return linked, alone
 
 
+def audit_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every audit row of the results: the `[[audit]]` tables' and the reconstruction games that
+    leaking inversions played, which their inversion rows hold (`reconstruction_audit`,
+    `privaudit.campaign.inversion_findings.leak_bound`): each is a reconstruction audit of the run
+    its inversion attacked, read as one."""
+    found = []
+    for row in rows:
+        if row_type(row) == "audit":
+            found.append(row)
+        elif row_type(row) == "inversion" and isinstance(row.get("reconstruction_audit"), dict):
+            found.append(row["reconstruction_audit"])
+    return found
+
+
 def verdict_section(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """The verdicts: one per defense run (`runs`, as `privaudit.reports.html.runs_of` groups them) and one
     per audit of its own, most severe first (`severity`), with the summary paragraph's counts and,
     per status, its subjects with the number that decides each (`ratio_text`)."""
     audits: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        if row_type(row) == "audit":
-            audits.setdefault(str(row.get("group", row["cell"])), []).append(row)
+    for row in audit_rows(rows):
+        audits.setdefault(str(row.get("group", row["cell"])), []).append(row)
     linked, alone = _link(audits, runs)
     reconstructions = strongest_reconstructions(rows)
     memberships = strongest_memberships(rows)

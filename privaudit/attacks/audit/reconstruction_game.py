@@ -68,7 +68,9 @@ class ReconstructionGame:
     attacked `round` and the `scenario` extracted there, the threat model's `tap` (a template: each
     trial listens with a fresh copy), the inversion `attack` and the success threshold, the
     candidate pool (normalised inputs and labels, indices into the held-out split) and the claim
-    of the run (`holding`: its sampling rates kept)."""
+    of the run (`holding`: its sampling rates kept). `inversion` is the attack object that guesses
+    (default: `attack` with its default parameters): an inversion table's own parameters, so the
+    game plays the attack that was run, not a weaker or stronger one."""
 
     setup: Setup
     kind: str
@@ -85,6 +87,7 @@ class ReconstructionGame:
     pool_y: Tensor
     pool_rows: np.ndarray
     claim: Claim
+    inversion: Any = None
 
     @property
     def simulated(self) -> int:
@@ -102,9 +105,10 @@ def make_reconstruction_game(setup: Setup, kind: str, params: DefenseParams, rou
                              round: int = 0, attack: str = "idlg", threshold_db: float = 30.0, pool: int = 1000,
                              victim: int = 0, threat: str = "global_listener", observer: int | None = None,
                              links: list[tuple[int, int]] | None = None,
-                             directed_links: list[tuple[int, int]] | None = None) -> ReconstructionGame:
+                             directed_links: list[tuple[int, int]] | None = None,
+                             inversion: Any = None) -> ReconstructionGame:
     """The game of one defense configuration on `setup` (`rounds` is the whole run's length, which
-    the claim is for); every problem — a scenario the defense lacks, a round past the run, a tap
+    the claim is for; `inversion`: the configured attack object, `ReconstructionGame`); every problem — a scenario the defense lacks, a round past the run, a tap
     that cannot hear what the extractor needs, data that are not images — is a one-line ConfigError."""
     if (kind, scenario) not in EXTRACTORS:
         known = ", ".join(s for k, s in EXTRACTORS if k == kind) or "none"
@@ -141,7 +145,7 @@ def make_reconstruction_game(setup: Setup, kind: str, params: DefenseParams, rou
     except ValueError as error:
         raise ConfigError(f"reconstruction audit: {error}") from None
     return ReconstructionGame(setup, kind, params, rounds, victim, scenario, round, threat, options, attack,
-                              float(threshold_db), pool_x, pool_y, rows, claim)
+                              float(threshold_db), pool_x, pool_y, rows, claim, inversion)
 
 
 def holding(setup: Setup, victim: int, x: Tensor, y: Tensor, seed: int) -> Setup:
@@ -210,9 +214,9 @@ def play_trial(game: ReconstructionGame, index: int) -> Trial:
     except (KeyError, ValueError) as error:
         return failed(f"failed: extraction: {error.args[0] if error.args else error}")
     data = setup.data
-    result = INVERSIONS[game.attack]().run(target, setup.model, input_shape=data.shape,
-                                           num_classes=data.num_classes, batch_size=1,
-                                           normalisation=data.normalisation, seed=seed)
+    inversion = game.inversion if game.inversion is not None else INVERSIONS[game.attack]()
+    result = inversion.run(target, setup.model, input_shape=data.shape, num_classes=data.num_classes, batch_size=1,
+                           normalisation=data.normalisation, seed=seed)
     if result.images is None:
         return failed(result.status)
     _, psnr = pixel_errors(result.images.float(), z, data.normalisation)

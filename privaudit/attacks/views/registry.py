@@ -76,7 +76,8 @@ Entry = TypeVar("Entry")
 
 def _register(registry: dict, key: object, entry: Entry) -> Entry:
     if (id(registry), key) in _SHIPPED and registry[key] is not entry:
-        raise ValueError(f"{key} is privaudit's own entry and cannot be replaced")
+        raise ValueError(f"{key} is privaudit's own entry and cannot be replaced: register yours under your "
+                         "defense's own name (its class's `name`) or a scenario of your own")
     registry[key] = entry
     return entry
 
@@ -131,8 +132,10 @@ def extractor(defense: str, scenario: str) -> Extractor:
     known = scenarios(defense)
     if not known:
         defenses = ", ".join(sorted({d for d, _ in EXTRACTORS}))
-        raise ValueError(f"no extractor for defense '{defense}' (known: {defenses})")
-    raise ValueError(f"defense '{defense}' has no extraction scenario '{scenario}' (known: {', '.join(known)})")
+        raise ValueError(f"no extractor for defense '{defense}' (known: {defenses}): its view registers one with "
+                         "privaudit.register_extractor(Extractor(...))")
+    raise ValueError(f"defense '{defense}' has no extraction scenario '{scenario}' (known: {', '.join(known)}; a view "
+                     "adds one with privaudit.register_extractor(Extractor(...)))")
 
 
 def scenarios(defense: str) -> list[str]:
@@ -144,14 +147,16 @@ def model_view(defense: str) -> Extractor:
     """The defense's model view, or a one-line ValueError."""
     if defense not in MODEL_VIEWS:
         raise ValueError(f"defense '{defense}' sends no model an attacker can read (known: "
-                         f"{', '.join(sorted(MODEL_VIEWS))})")
+                         f"{', '.join(sorted(MODEL_VIEWS))}): its view states one with "
+                         "privaudit.register_model_view(Extractor(...))")
     return MODEL_VIEWS[defense]
 
 
 def channel(defense: str) -> Channel:
     """The defense's canary channel, or a one-line ValueError."""
     if defense not in CHANNELS:
-        raise ValueError(f"no canary audit for defense '{defense}' (known: {', '.join(sorted(CHANNELS))})")
+        raise ValueError(f"no canary audit for defense '{defense}' (known: {', '.join(sorted(CHANNELS))}): its view "
+                         "states its noise law with privaudit.register_channel(a Channel subclass)")
     return CHANNELS[defense]
 
 
@@ -161,7 +166,9 @@ def dynamics(defense: str) -> Dynamics:
         return DYNAMICS[defense]
     if defense in UNMODELLED:
         raise ValueError(UNMODELLED[defense])
-    raise ValueError(f"no coalition model for defense '{defense}' (modelled: {', '.join(sorted(DYNAMICS))})")
+    raise ValueError(f"no coalition model for defense '{defense}' (modelled: {', '.join(sorted(DYNAMICS))}): its view "
+                     "states its recurrence with privaudit.attacks.views.register_dynamics(Dynamics(...)), or why "
+                     "there is none with register_unmodelled")
 
 
 def noise(defense: str) -> Noise | None:
