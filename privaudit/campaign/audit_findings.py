@@ -267,7 +267,8 @@ def _ceiling(record: dict[str, Any]) -> float | None:
     if not isinstance(runs, int):
         return None
     trials = runs if record.get("protocol") == "model" else runs - max(2, int(runs * SELECT_FRACTION))
-    return perfect_test_eps(trials, record["confidence"], record["delta"])
+    whole_run = record.get("whole_run") or {}
+    return perfect_test_eps(trials, whole_run.get("confidence_each", record["confidence"]), record["delta"])
 
 
 def _counted(record: dict[str, Any]) -> str:
@@ -325,10 +326,15 @@ def canary_relation(game: Game) -> dict[str, Any]:
 
 
 def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
-    """What a canary audit did, in words, for the report."""
+    """What a canary audit did, in words, for the report: for a whole run, the statistic its bound
+    counts and how it was chosen (`privaudit.attacks.audit.canary_audit.whole_run_choice`)."""
+    whole_run = record.get("whole_run") or {}
     if table.method == "one_run":
         how = (f"one training run, {record['canaries']} {record['canary']} canaries, {record['guesses']} guesses "
                f"({record['correct']} right)")
+    elif whole_run.get("candidates", 1) > 1:
+        how = (f"{table.runs:,} runs per world, {record['canary']} canary, statistic counted: {whole_run['chosen']} "
+               f"({whole_run['method']})")
     else:
         how = (f"{table.runs:,} runs per world, {record['canary']} canary, threshold "
                + ("fixed in advance from the mechanism's law" if record["protocol"] == "model"
@@ -381,6 +387,7 @@ def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
         "attack": _canary_attack(table, record),
         "findings": [{"kind": kind, "text": text} for kind, text in game.claim.analytic()],
         "relation": canary_relation(game),
+        "statistic_choice": record.get("whole_run"),
         "detail": record,
     }
 
