@@ -24,7 +24,12 @@ Three kinds of number, never confused:
   at the stated confidence. The threshold must not be chosen on the runs it is counted on: when the
   mechanism's law is known in advance (a gradient canary in a noisy channel) t is chosen on scores
   *simulated from that law*, and every run counts (`protocol = "model"`); otherwise on a held-out
-  quarter of the runs (`protocol = "held-out"`, `choose_threshold`).
+  quarter of the runs (`protocol = "held-out"`, `choose_threshold`). A whole run is never weaker
+  than its strongest release: the statistic counted is chosen among the rounds' sum and each round
+  alone (`whole_run_candidates`) on the held-out quarter only, which needs no union bound; with a
+  law, the sum's law-threshold test on every run is made beside that choice and the larger bound
+  kept, each at confidence 1 − (1 − C)/2 (a union bound, stated in the record's `whole_run`;
+  `privaudit.attacks.audit.canary_statistics.whole_run_bound`).
 * **estimate**: a Gaussian-DP estimate of ε from the two score samples (`privaudit.attacks.audit.estimates`), named
   as an estimate, calibrated to 0 on null audits, never capped: it measures the runs, so it
   exceeds the sound ε when the runs leak more than the claimed mechanism allows.

@@ -13,6 +13,11 @@ rigorous is that t is chosen without looking at the runs it is counted on:
   counted on the rest — for channels without a law (no noise) or canaries whose effect the law
   does not fix in advance.
 
+A whole run's statistic is chosen among several (`whole_run_bound`: the rounds' sum and each
+round alone), on the held-out runs only (`chosen_bound`), so that adding rounds cannot lose the
+power of the strongest one; where a law's test on every run is kept beside that choice, the two
+are united by a stated union bound.
+
 The mechanism's law only chooses the test; no ε is computed from it. An ε read off the assumed
 law restates the accountant's premise instead of measuring the runs (a law-anchored estimate, capped
 at the sound ε, reported 7.93 for a mechanism of true ε 29.8 that ran half its stated noise), so
