@@ -329,6 +329,18 @@ class PositionGraph(_Record):
     edges: list[tuple[Whole, Whole]] = Field(default_factory=list)
 
 
+class StatisticChoice(_Record):
+    """Which statistic a whole-run canary audit counted its bound with
+    (`privaudit.attacks.audit.canary_statistics.whole_run_bound`): its name ("sum", "round t"), how many
+    candidates were compared, how many tests the union bound spans (1: none) and the confidence
+    each was bounded at, in words under `method`."""
+    chosen: Text
+    candidates: Whole
+    union: Whole
+    confidence_each: Number
+    method: Text
+
+
 class AuditRow(_Row):
     kind: Text | None = None
     confidence: Number | None = None
@@ -349,6 +361,7 @@ class AuditRow(_Row):
     exact: Exact | None = None
     pairs: list[PositionPair] | None = None
     graph: PositionGraph | None = None
+    statistic_choice: StatisticChoice | None = None
 
 
 InversionRow.model_rebuild()

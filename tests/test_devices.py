@@ -55,9 +55,10 @@ def test_every_shipped_defense_runs_its_worlds_on_cuda_with_the_cpus_law(kind, d
 
     game = game_for_table({"kind": kind, **table}, data)
     present = torch.ones(len(game.canaries), dtype=torch.bool)
-    on_cpu, _, _, cpu_reading = _scores_of(game, present, 5, 300, "check", torch.device("cpu"))
-    on_gpu, laws, features, gpu_reading = _scores_of(game, present, 5, 300, "check", CUDA)
-    assert gpu_reading == cpu_reading
+    cpu = _scores_of(game, present, 5, 300, "check", torch.device("cpu"))
+    gpu = _scores_of(game, present, 5, 300, "check", CUDA)
+    on_cpu, on_gpu, features = cpu.values, gpu.values, gpu.features
+    assert gpu.reading == cpu.reading
     assert np.isfinite(on_gpu).all() and np.isfinite(features).all() and features.shape[0] == 300
     # rounded: a defense whose scores take a few values (ternary) puts mass on atoms that the two
     # devices' arithmetic places a rounding error apart, and KS would read that as a different law

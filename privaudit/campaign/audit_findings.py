@@ -275,7 +275,9 @@ def _ceiling(record: dict[str, Any]) -> float | None:
     runs = record.get("runs_per_side")
     if not isinstance(runs, int):
         return None
-    return perfect_test_eps(_trials(runs, record.get("protocol")), record["confidence"], record["delta"])
+    whole_run = record.get("whole_run") or {}
+    return perfect_test_eps(_trials(runs, record.get("protocol")), whole_run.get("confidence_each", record["confidence"]),
+                            record["delta"])
 
 
 def runs_needed(eps: float, confidence: float, delta: float, protocol: str, most: int) -> int | None:
@@ -420,10 +422,15 @@ def _unstated(claim: Claim) -> str:
 
 
 def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
-    """What a canary audit did, in words, for the report."""
+    """What a canary audit did, in words, for the report: for a whole run, the statistic its bound
+    counts and how it was chosen (`privaudit.attacks.audit.canary_audit.whole_run_choice`)."""
+    whole_run = record.get("whole_run") or {}
     if table.method == "one_run":
         how = (f"one training run, {record['canaries']} {record['canary']} canaries, {record['guesses']} guesses "
                f"({record['correct']} right)")
+    elif whole_run.get("candidates", 1) > 1:
+        how = (f"{table.runs:,} runs per world, {record['canary']} canary, statistic counted: {whole_run['chosen']} "
+               f"({whole_run['method']})")
     else:
         how = (f"{table.runs:,} runs per world, {record['canary']} canary, threshold "
                + ("fixed in advance from the mechanism's law" if record["protocol"] == "model"
@@ -476,6 +483,7 @@ def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
         "attack": _canary_attack(table, record),
         "findings": [{"kind": kind, "text": text} for kind, text in game.claim.analytic()],
         "relation": canary_relation(game),
+        "statistic_choice": record.get("whole_run"),
         "detail": record,
     }
 

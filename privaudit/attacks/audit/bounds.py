@@ -139,6 +139,14 @@ def choose_test(scores_x: np.ndarray, scores_xp: np.ndarray, target: Target, at:
                 confidence: float) -> tuple[int, float]:
     """The (orientation, threshold) whose bound, computed on these held-out scores exactly as it
     will be on the fresh ones, is largest."""
+    _, orientation, threshold = best_test(scores_x, scores_xp, target, at, confidence)
+    return orientation, threshold
+
+
+def best_test(scores_x: np.ndarray, scores_xp: np.ndarray, target: Target, at: float,
+              confidence: float) -> tuple[float, int, float]:
+    """`choose_test`'s test with the bound it gives on these held-out scores (what a choice among
+    several statistics compares), as (bound, orientation, threshold)."""
     thresholds = _threshold_grid(np.concatenate([scores_x, scores_xp]))
     level = math.sqrt(confidence)
     objective = _objective(target, at)
@@ -150,7 +158,7 @@ def choose_test(scores_x: np.ndarray, scores_xp: np.ndarray, target: Target, at:
         j = int(np.argmax(values))
         if values[j] > best[0]:
             best = (float(values[j]), orientation, float(thresholds[j]))
-    return best[1], best[2]
+    return best
 
 
 def bound_test(scores_x: np.ndarray, scores_xp: np.ndarray, orientation: int, threshold: float,

@@ -13,6 +13,11 @@ rigorous is that t is chosen without looking at the runs it is counted on:
   counted on the rest — for channels without a law (no noise) or canaries whose effect the law
   does not fix in advance.
 
+A whole run's statistic is chosen among several (`whole_run_bound`: the rounds' sum and each
+round alone), on the held-out runs only (`chosen_bound`), so that adding rounds cannot lose the
+power of the strongest one; where a law's test on every run is kept beside that choice, the two
+are united by a stated union bound.
+
 The mechanism's law only chooses the test; no ε is computed from it. An ε read off the assumed
 law restates the accountant's premise instead of measuring the runs (a law-anchored estimate, capped
 at the sound ε, reported 7.93 for a mechanism of true ε 29.8 that ran half its stated noise), so
@@ -29,7 +34,7 @@ import torch
 from scipy.stats import norm
 from torch import Tensor
 
-from privaudit.attacks.audit.bounds import SELECT_FRACTION, bound_test, choose_test, clopper_pearson_upper
+from privaudit.attacks.audit.bounds import SELECT_FRACTION, best_test, bound_test, clopper_pearson_upper
 from privaudit.attacks.audit.channels import Adjacency, RoundLaw, log_likelihood_ratio
 from privaudit.errors import ConfigError
 
@@ -89,10 +94,20 @@ def choose_threshold(held_out: np.ndarray, held_in: np.ndarray, delta: float, co
                      fresh_out: int, fresh_in: int) -> float:
     """The threshold t of the test "the canary was in when s > t", chosen on the held-out runs
     alone (so the bound on the fresh ones stays valid): the t whose forward bound
-    log((1 − δ − β̄)/ᾱ), at the rates predicted for `fresh_out` / `fresh_in` runs, is largest.
-    The FPR is predicted by a normal law fitted to the canary-free scores (a sum of ~T rounds of
-    noise and other records' projections); the FNR by the held-out fraction, because the scores
-    with the canary mix over how often it was sampled, a left tail no normal law fits.
+    log((1 − δ − β̄)/ᾱ), at the rates predicted for `fresh_out` / `fresh_in` runs, is largest
+    (`predicted_test`)."""
+    return predicted_test(held_out, held_in, delta, confidence, fresh_out, fresh_in)[1]
+
+
+def predicted_test(held_out: np.ndarray, held_in: np.ndarray, delta: float, confidence: float,
+                   fresh_out: int, fresh_in: int) -> tuple[float, float]:
+    """`choose_threshold`'s threshold with the bound it predicts on the fresh runs, as (bound,
+    threshold). The FPR is predicted by a normal law fitted to the canary-free scores (a sum of ~T
+    rounds of noise and other records' projections); the FNR by the held-out fraction, because the
+    scores with the canary mix over how often it was sampled, a left tail no normal law fits. The
+    threshold maximises the bound at whole expected counts; the bound returned is the largest at
+    the expected counts themselves, so that two statistics which both separate the held-out runs
+    (the whole-count bound saturates) still compare by how far apart they hold them.
 
     Why not `privaudit.attacks.audit.bounds.choose_test` on the held-out scores: with tens of runs its argmax sits
     where one held-out sample ends, often in that mixture's tail, which the fresh runs do not
@@ -103,11 +118,30 @@ def choose_threshold(held_out: np.ndarray, held_in: np.ndarray, delta: float, co
     fpr = norm.sf(grid, mean, spread)
     fnr = np.searchsorted(np.sort(held_in), grid, side="right") / len(held_in)
     level = math.sqrt(confidence)
-    fpr_upper = clopper_pearson_upper(np.round(fpr * fresh_out), fresh_out, level)
-    fnr_upper = clopper_pearson_upper(np.round(fnr * fresh_in), fresh_in, level)
-    with np.errstate(divide="ignore"):
-        forward = np.log(np.maximum(1 - delta - fnr_upper, 0.0) / fpr_upper)
-    return float(grid[int(np.argmax(forward))])
+
+    def forward(false_pos: np.ndarray, false_neg: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(np.maximum(1 - delta - clopper_pearson_upper(false_neg, fresh_in, level), 0.0)
+                          / clopper_pearson_upper(false_pos, fresh_out, level))
+
+    whole = forward(np.round(fpr * fresh_out), np.round(fnr * fresh_in))
+    expected = forward(fpr * fresh_out, fnr * fresh_in)
+    return float(max(expected.max(), 0.0)), float(grid[int(np.argmax(whole))])
+
+
+Candidates = dict[str, tuple[np.ndarray, np.ndarray]]
+"""Statistics a whole-run audit may count its test with, by name, each as its two samples
+(without, with the canary), run for run: "sum" (the rounds' scores summed) first, then each
+observed round's own score ("round t")."""
+
+
+def held_out_split(runs_out: int, runs_in: int) -> tuple[int, int]:
+    """How many of each side's runs are held out to choose the test (`SELECT_FRACTION`, at least 2);
+    ConfigError when too few are left to count it on."""
+    held_out, held_in = max(2, int(runs_out * SELECT_FRACTION)), max(2, int(runs_in * SELECT_FRACTION))
+    if held_out >= runs_out or held_in >= runs_in:
+        raise ConfigError("too few runs to hold out a split for choosing the test")
+    return held_out, held_in
 
 
 def held_out_bound(scores_out: np.ndarray, scores_in: np.ndarray, target: str, at: float,
@@ -115,17 +149,43 @@ def held_out_bound(scores_out: np.ndarray, scores_in: np.ndarray, target: str, a
     """The bound on `target` (ε at δ = `at`, or δ at ε = `at`) with the held-out protocol: the test
     chosen on the first `SELECT_FRACTION` of each sample (`choose_threshold` for ε,
     `privaudit.attacks.audit.bounds.choose_test` for δ), its rates bounded by `privaudit.attacks.audit.bounds.bound_test` on the rest."""
-    held_out = max(2, int(len(scores_out) * SELECT_FRACTION))
-    held_in = max(2, int(len(scores_in) * SELECT_FRACTION))
-    if held_out >= len(scores_out) or held_in >= len(scores_in):
-        raise ConfigError("too few runs to hold out a split for choosing the test")
-    fresh_out, fresh_in = scores_out[held_out:], scores_in[held_in:]
-    if target == "eps":
-        orientation, threshold = 1, choose_threshold(scores_out[:held_out], scores_in[:held_in], at, confidence,
-                                                     len(fresh_out), len(fresh_in))
-    else:
-        orientation, threshold = choose_test(scores_out[:held_out], scores_in[:held_in], "delta", at, confidence)
-    return bound_test(fresh_out, fresh_in, orientation, threshold, target, at, confidence, "threshold").as_dict()
+    found = chosen_bound({"sum": (scores_out, scores_in)}, target, at, confidence)
+    return {key: value for key, value in found.items() if key != "chosen"}
+
+
+def chosen_bound(candidates: Candidates, target: str, at: float, confidence: float,
+                 compared: Candidates | None = None) -> dict[str, Any]:
+    """The bound of the best candidate statistic, chosen with its test on the held-out runs alone.
+
+    Every candidate's test is chosen on the first `SELECT_FRACTION` of each side's runs
+    (`predicted_test` for ε, `privaudit.attacks.audit.bounds.best_test` for δ) with the bound it predicts;
+    the candidate predicting the largest (the first, "sum", on a tie) is the one test counted on the
+    rest (`privaudit.attacks.audit.bounds.bound_test`). `compared`: the candidates' held-out rows to compare
+    them on, where their own would flatter some (a law-free statistic's weights fitted on those
+    rows; its thresholds are still chosen on `candidates`, on the scale the counted rows have). The
+    choice of statistic and threshold reads only the held-out runs, so the counted runs meet a
+    single test fixed in advance: the bound holds at `confidence` with no union bound over the
+    candidates. Returns the bound's record and `chosen`."""
+    runs_out, runs_in = (len(sample) for sample in next(iter(candidates.values())))
+    held_out, held_in = held_out_split(runs_out, runs_in)
+    best: tuple[float, str, int, float] | None = None
+    for name, (scores_out, scores_in) in candidates.items():
+        held = (scores_out[:held_out], scores_in[:held_in])
+        shown = held if compared is None else (compared[name][0][:held_out], compared[name][1][:held_in])
+        if target == "eps":
+            value = predicted_test(*shown, at, confidence, runs_out - held_out, runs_in - held_in)[0]
+            threshold = predicted_test(*held, at, confidence, runs_out - held_out, runs_in - held_in)[1]
+            orientation = 1
+        else:
+            value = best_test(*shown, "delta", at, confidence)[0]
+            _, orientation, threshold = best_test(*held, "delta", at, confidence)
+        if best is None or value > best[0]:
+            best = (value, name, orientation, threshold)
+    _, name, orientation, threshold = best
+    scores_out, scores_in = candidates[name]
+    bound = bound_test(scores_out[held_out:], scores_in[held_in:], orientation, threshold, target, at, confidence,
+                       "threshold")
+    return {**bound.as_dict(), "chosen": name}
 
 
 def model_bound(scores_out: np.ndarray, scores_in: np.ndarray, model: tuple[np.ndarray, np.ndarray], target: str,
@@ -134,3 +194,34 @@ def model_bound(scores_out: np.ndarray, scores_in: np.ndarray, model: tuple[np.n
     simulated from it, `simulated_scores`; `predicted_threshold`), every run counted."""
     threshold = predicted_threshold(*model, len(scores_out), len(scores_in), target, at, confidence)
     return bound_test(scores_out, scores_in, 1, threshold, target, at, confidence, "threshold").as_dict()
+
+
+def whole_run_bound(candidates: Candidates, target: str, at: float, confidence: float,
+                    model: tuple[np.ndarray, np.ndarray] | None = None,
+                    compared: Candidates | None = None) -> dict[str, Any]:
+    """The bound of a whole-run audit, never weaker than its strongest release's by construction:
+    the statistic is chosen among `candidates` (the rounds' sum and each round alone).
+
+    * No law (`model` None): `chosen_bound` — statistic and threshold chosen on the held-out runs,
+      counted on the rest, at `confidence`; no union bound.
+    * A law (`model`: the sum's scores simulated from it) and one candidate: the law's threshold,
+      every run counted (`model_bound`), as before.
+    * A law and several candidates: two tests, the sum with the law's threshold on every run and
+      the held-out choice among all candidates (a wrong law can make the sum weaker than one round,
+      and only the runs show it). The larger bound is reported, each test bounded at confidence
+      1 − (1 − C)/2 so that both hold at once with probability ≥ C (Bonferroni: the choice between
+      them reads the counted runs).
+
+    `compared`: as `chosen_bound` takes it. Returns the chosen test's bound record, with `chosen` (the statistic counted), `candidates`
+    (how many were compared), `union` (how many tests the union bound spans; 1: none) and
+    `confidence_each` (the confidence each test was bounded at)."""
+    total = candidates["sum"]
+    if model is None or len(candidates) == 1:
+        found = (chosen_bound(candidates, target, at, confidence, compared) if model is None else
+                 {**model_bound(*total, model, target, at, confidence), "chosen": "sum"})
+        return {**found, "candidates": len(candidates), "union": 1, "confidence_each": confidence}
+    each = 1 - (1 - confidence) / 2
+    by_law = {**model_bound(*total, model, target, at, each), "chosen": "sum"}
+    held = chosen_bound(candidates, target, at, each, compared)
+    found = by_law if by_law["value"] >= held["value"] else held
+    return {**found, "candidates": len(candidates), "union": 2, "confidence_each": each}
