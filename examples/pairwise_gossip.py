@@ -91,7 +91,8 @@ class PairwiseGossip(Defense):
 
     def step(self, t: int, wire: Wire) -> None:
         p, setup = self.params, self.setup
-        xb, yb, _ = setup.local.fixed_batches(p.batch_size, setup.generator)
+        xb, yb, rows = setup.local.fixed_batches(p.batch_size, setup.generator)
+        wire.disclose_each(t, "batch", rows)  # scores an inversion; no attacker is handed it
         g = clip_l2(per_sample_grads_agents(setup.model, self.x, xb, yb), p.clip).mean(dim=1)
         u = self.x - p.lr * g
         pair = torch.randn((len(self.links) // 2, self.x.shape[1]), generator=setup.generator)

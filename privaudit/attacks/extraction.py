@@ -235,7 +235,7 @@ class Extractor:
         if not names:
             return None
         if tap.observer is None:
-            return f"it observes no agent's own values (it would need the observing agent's {', '.join(names)})"
+            return f"it observes no agent's own values and would need the observing agent's {', '.join(names)}"
         rounds = ([t for t in self.rounds(round) if t >= 0] if round is not None
                   else [min(tap.rounds)] if tap.rounds else [0])
         unknown = [name for name in names if not all(tap.wants_disclosure(t, tap.observer, name) for t in rounds)]
