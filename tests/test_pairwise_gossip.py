@@ -11,6 +11,7 @@ refuted, where an audit of what it hears alone finds nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -83,6 +84,9 @@ def test_a_value_an_extractor_knows_feeds_only_a_tap_observing_an_agent_that_rec
             knowing.check(tap, 0, topology)
     assert knowing.missing(_BatchOnly(1), 0, topology) == "it does not record agent 1's own noise_from_0"
     assert "does not record round(s) [3]" in knowing.missing(CuriousNeighbour(1, rounds=[2]), 0, topology, round=3)
+    nowhere = dataclasses.replace(knowing, links=lambda victim, topology: [])  # a triangle on a ring, say
+    assert nowhere.missing(CuriousNeighbour(1), 0, topology) == ("the complete topology has none of the links it "
+                                                                 "reads around agent 0")
 
 
 def test_own_reads_the_observers_disclosure_and_names_what_is_missing():

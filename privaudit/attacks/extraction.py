@@ -3,11 +3,12 @@ model point at which it was computed), the extractors that read one from a trans
 helpers they share.
 
 Each extractor reads only a transcript (the messages its threat model heard plus the public
-knowledge: W, the defense's public hyperparameters, the architecture, x_0; for a curious agent, also
-the agent's own values it declares in `Extractor.knows`, such as the noise it shares with the
-victim); it never touches a defense's state. Every one computes in float64, so the only error left beyond what the equation
-says is the float32 rounding of the intercepted payloads; a transcript that lacks a message
-raises `Transcript.payload`'s KeyError naming the kind, sender and round.
+knowledge: W, the defense's public hyperparameters, the architecture, x_0; for a curious agent,
+also the agent's own values it declares in `Extractor.knows`, such as the noise it shares with
+the victim); it never touches a defense's state. Every one computes in float64, so the only error
+left beyond what the equation says is the float32 rounding of the intercepted payloads; a
+transcript that lacks a message raises `Transcript.payload`'s KeyError naming the kind, sender
+and round.
 
 The extractors themselves live in each defense's view module (`privaudit/attacks/views/<defense>.py`), which
 says what each message kind gives away; an `Extractor` says which messages it needs and checks,
@@ -189,7 +190,7 @@ class Extractor:
 
     `knows`: what the attacker must know besides what it hears, the observing agent's own
     private values (`Wire.disclose` names; "{victim}" stands for the victim, as in
-    "noise_to_{victim}"), which the extractor reads with `own`. Only a tap observing as one agent
+    "noise_from_{victim}"), which the extractor reads with `own`. Only a tap observing as one agent
     (a curious neighbour) records them, so such an extractor is usable by that tap alone, and
     every audit of that agent reads it."""
 
