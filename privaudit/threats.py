@@ -6,7 +6,8 @@
   given, every link of the victim (the strongest eavesdropper that still hears no other agent's
   private exchanges).
 * `curious_neighbour` is one agent, honest but curious (default: the victim's lowest-numbered
-  neighbour); it hears what reaches it and knows its own private values.
+  neighbour); it hears what reaches it and knows its own private values, which the extractors that
+  declare them in `Extractor.knows` read (no other threat model can feed those).
 * `coalition` is one or several such agents pooling what they hear (`agents`), attacking every
   other agent at once (El Mrini et al. 2024; `privaudit/attacks/coalition/knowledge.py`, and `privaudit/attacks/coalition/record_fit.py`
   where every agent trains on one fixed record).

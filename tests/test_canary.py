@@ -184,7 +184,7 @@ def test_a_curious_neighbour_hears_only_the_cross_gradient_sent_to_it():
     table = {"kind": "dpdl", **EVERY_DEFENSE[0][2]}
     game = game_for_table(table, EVERY_DEFENSE[0][1], threat="curious_neighbour", observer=1)
     assert game.scenarios == ("cross_gradient",)
-    with pytest.raises(ConfigError, match="does not hear 'dpdl''s 'self_gradient' channel"):
+    with pytest.raises(ConfigError, match="cannot feed 'dpdl''s 'self_gradient' channel: it does not hear"):
         game_for_table(table, EVERY_DEFENSE[0][1], threat="curious_neighbour", observer=1,
                        scenarios=["self_gradient"])
 

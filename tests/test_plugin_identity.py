@@ -206,14 +206,14 @@ def test_shipped_defenses_keep_their_cell_ids():
 
 
 def test_the_extending_page_names_everything_a_plugin_imports_and_every_registration():
-    """docs/extending.md covers every privaudit name the two examples import and every register_*."""
+    """docs/extending.md covers every privaudit name the three examples import and every register_*."""
     import ast
     import re
 
     from privaudit.attacks.views import registry
 
     page = (ROOT / "docs" / "extending.md").read_text()
-    needed = {alias.name for example in ("share_gossip", "laplace_gossip")
+    needed = {alias.name for example in ("share_gossip", "laplace_gossip", "pairwise_gossip")
               for node in ast.walk(ast.parse((ROOT / "examples" / f"{example}.py").read_text()))
               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("privaudit")
               for alias in node.names}

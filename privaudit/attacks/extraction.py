@@ -3,10 +3,12 @@ model point at which it was computed), the extractors that read one from a trans
 helpers they share.
 
 Each extractor reads only a transcript (the messages its threat model heard plus the public
-knowledge: W, the defense's public hyperparameters, the architecture, x_0); it never touches a
-defense's state. Every one computes in float64, so the only error left beyond what the equation
-says is the float32 rounding of the intercepted payloads; a transcript that lacks a message
-raises `Transcript.payload`'s KeyError naming the kind, sender and round.
+knowledge: W, the defense's public hyperparameters, the architecture, x_0; for a curious agent,
+also the agent's own values it declares in `Extractor.knows`, such as the noise it shares with
+the victim); it never touches a defense's state. Every one computes in float64, so the only error
+left beyond what the equation says is the float32 rounding of the intercepted payloads; a
+transcript that lacks a message raises `Transcript.payload`'s KeyError naming the kind, sender
+and round.
 
 The extractors themselves live in each defense's view module (`privaudit/attacks/views/<defense>.py`), which
 says what each message kind gives away; an `Extractor` says which messages it needs and checks,
@@ -167,6 +169,15 @@ def one_link_both_ways(victim: int, topology: Topology) -> list[tuple[Link, ...]
     return [((victim, j), (j, victim)) for j in topology.neighbours(victim)]
 
 
+def own(transcript: Transcript, name: str, round: int) -> Tensor:
+    """The observing agent's own value `name` at `round` (what it disclosed to itself, `Wire.disclose`),
+    in float64: what an extractor that `knows` it reads; KeyError naming it when the tap did not
+    record it, or observes no agent."""
+    if transcript.observer is None:
+        raise KeyError(f"the {transcript.threat_model} transcript observes no agent: it holds no agent's own '{name}'")
+    return transcript.disclosed(transcript.observer, round, name).double()
+
+
 def span(first: int, last: int) -> Callable[[int], range]:
     return lambda t: range(t + first, t + last + 1)
 
@@ -175,7 +186,13 @@ def span(first: int, last: int) -> Callable[[int], range]:
 class Extractor:
     """One (defense, scenario): the function, the message kinds and rounds it reads, and the
     links it must hear (`links(victim, topology)`: alternatives, any one of which suffices).
-    `needs` says the same in words, for reports and error messages."""
+    `needs` says the same in words, for reports and error messages.
+
+    `knows`: what the attacker must know besides what it hears, the observing agent's own
+    private values (`Wire.disclose` names; "{victim}" stands for the victim, as in
+    "noise_from_{victim}"), which the extractor reads with `own`. Only a tap observing as one agent
+    (a curious neighbour) records them, so such an extractor is usable by that tap alone, and
+    every audit of that agent reads it."""
 
     defense: str
     scenario: str
@@ -184,6 +201,11 @@ class Extractor:
     needs: str
     links: Callable[[int, Topology], list[tuple[Link, ...]]]
     rounds: Callable[[int], range]
+    knows: tuple[str, ...] = ()
+
+    def known(self, victim: int) -> tuple[str, ...]:
+        """The names of the observing agent's own values this extractor reads against `victim`."""
+        return tuple(name.format(victim=victim) for name in self.knows)
 
     def missing(self, tap: Tap, victim: int, topology: Topology, round: int | None = None) -> str | None:
         """Why `tap` cannot feed this extractor for `victim` (at `round`, when given); None if it can."""
@@ -194,12 +216,32 @@ class Extractor:
             absent = [t for t in needed if not tap.wants_round(t)]
             if absent:
                 return f"it does not record round(s) {absent}"
-        unheard = [[link for link in alternative if not tap.hears(*link, topology)]
-                   for alternative in self.links(victim, topology)]
+        unknown = self._unknown(tap, victim, round)
+        if unknown:
+            return unknown
+        alternatives = self.links(victim, topology)
+        if not alternatives:
+            return f"the {topology.name} topology has none of the links it reads around agent {victim}"
+        unheard = [[link for link in alternative if not tap.hears(*link, topology)] for alternative in alternatives]
         if all(unheard):
             sender, receiver = min(unheard, key=len)[0]
             return f"it does not hear agent {sender}'s " + (
                 "broadcasts" if receiver is None else f"messages to agent {receiver}")
+        return None
+
+    def _unknown(self, tap: Tap, victim: int, round: int | None) -> str | None:
+        """Why `tap` does not know the values `knows` names, or None: it must observe as one agent
+        and record each of them at the rounds read."""
+        names = self.known(victim)
+        if not names:
+            return None
+        if tap.observer is None:
+            return f"it observes no agent's own values and would need the observing agent's {', '.join(names)}"
+        rounds = ([t for t in self.rounds(round) if t >= 0] if round is not None
+                  else [min(tap.rounds)] if tap.rounds else [0])
+        unknown = [name for name in names if not all(tap.wants_disclosure(t, tap.observer, name) for t in rounds)]
+        if unknown:
+            return f"it does not record agent {tap.observer}'s own {', '.join(unknown)}"
         return None
 
     def check(self, tap: Tap, victim: int, topology: Topology, round: int | None = None) -> None:

@@ -233,7 +233,8 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
             raise ConfigError(f"'{kind}' has no canary channel '{unknown[0]}' (known: {', '.join(channel.scenarios)})")
         missing = sorted(set(scenarios) - set(heard))
         if missing:
-            raise ConfigError(f"the {threat} tap does not hear '{kind}''s '{missing[0]}' channel")
+            why = next(e for e in channel.extractors if e.scenario == missing[0]).missing(tap, victim, setup.topology)
+            raise ConfigError(f"the {threat} tap cannot feed '{kind}''s '{missing[0]}' channel: {why}")
         heard = [s for s in heard if s in scenarios]
     if canary == "gradient":
         made = gradient_canaries(setup, victim, count, channel.canary_norm(public), setup.seed,

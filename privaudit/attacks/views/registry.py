@@ -3,7 +3,8 @@
 A view module (`privaudit/attacks/views/<defense>.py`, or a file of your own beside a defense defined outside
 privaudit) calls, at its top level:
 
-    register_extractor(Extractor(...))     a scenario for gradient inversion (and canary channels)
+    register_extractor(Extractor(...))     a scenario for gradient inversion (and canary channels); its
+                                           `knows`: what a curious agent knows besides what it hears
     register_model_view(Extractor(...))    the victim's model as intercepted (membership inference)
     register_channel(channel)              the canary audit's reading of one round
     register_dynamics(Dynamics(...))       the state recurrence the coalition attack solves
