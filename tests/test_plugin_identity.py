@@ -220,3 +220,16 @@ def test_the_extending_page_names_everything_a_plugin_imports_and_every_registra
     needed |= {name for name in vars(registry) if name.startswith("register_")}
     assert {"Clipping", "register_batch_size", "register_unmodelled"} <= needed
     assert sorted(name for name in needed if not re.search(rf"\b{name}\b", page)) == []
+
+
+def test_an_inversion_of_a_plugin_that_discloses_no_batch_is_a_failed_row_saying_why(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    campaign = tmp_path / "c.toml"
+    campaign.write_text('[campaign]\nimports = ["examples.share_gossip"]\n[data]\ndataset = "digits"\nmax_train = 80\n'
+                        '[[defense]]\nkind = "examples.share_gossip:ShareGossip"\nagents = 4\ntopology = "complete"\n'
+                        'model = "logreg"\nrounds = 2\nbatch_size = 1\n[[attack]]\nkind = "idlg"\nscenario = "exact"\n'
+                        'rounds = [0]\nevaluations = 10\nbatch_size = 1\n')
+    assert main(["run", str(campaign), "--out", str(tmp_path / "o"), "--quiet", "--allow-code"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "o" / "results.jsonl").read_text().splitlines()]
+    [inversion] = [row for row in rows if row["type"] == "inversion"]
+    assert inversion["status"].startswith("failed: the defense disclosed no batch of agent 0 at round 0")

@@ -117,11 +117,11 @@ def last_round_read(defense: str, scenario: str, round: int) -> int:
     return max(EXTRACTORS[defense, scenario].rounds(round))
 
 
-def _batch_rows(truth: Transcript, victim: int, round: int) -> Tensor:
+def _batch_rows(truth: Transcript, victim: int, round: int) -> Tensor | None:
+    """The rows of the victim's batch at `round`, as the defense disclosed them (the ground truth a
+    reconstruction is scored against); None when it disclosed no single batch there."""
     found = [d.value for d in truth.disclosures if d.name == "batch" and d.round == round and d.agent == victim]
-    if len(found) != 1:
-        raise RuntimeError(f"the defense disclosed no batch of agent {victim} at round {round}")
-    return found[0].reshape(-1).long()
+    return found[0].reshape(-1).long() if len(found) == 1 else None
 
 
 def _tracer(trace: list[dict[str, float]], every: int, original: Tensor,
@@ -190,6 +190,10 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
     started = time.perf_counter()
     data = setup.data
     rows = _batch_rows(truth, attack.victim, round)
+    if rows is None:
+        return not_run(batch_size, f"failed: the defense disclosed no batch of agent {attack.victim} at round {round} "
+                       "(`wire.disclose_each(t, \"batch\", rows)` in its step), so no reconstruction can be scored",
+                       time.perf_counter() - started)
     original, true_labels = data.x_train[rows], data.y_train[rows]
     trace: list[dict[str, float]] = []
     if len(rows) == 0:
