@@ -312,7 +312,7 @@ def _sampling(game: Game) -> str:
     rate = min(size / game.records, 1.0)
     missed = (1 - rate) ** game.rounds
     return (f"the canary is one record among the victim's {game.records:,}: a batch of {size:,} holds it with "
-            f"probability {rate:.3g} a local step, and a run of {game.rounds:,} rounds of one step each never "
+            f"probability {rate:.3g} a local step, and a run of {game.rounds:,} round{'' if game.rounds == 1 else 's'} of one step each never "
             f"samples it with probability {missed:.3g}")
 
 

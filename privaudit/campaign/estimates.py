@@ -114,6 +114,11 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2g} ms"
 
 
+def _rounds(count: int) -> str:
+    """`count` rounds in words: "1 round", "30 rounds"."""
+    return f"{count:,} round{'' if count == 1 else 's'}"
+
+
 def time_defense(cell: Cell, defense: Defense) -> Rates:
     """Time rounds and one evaluation of `defense`, `cell`'s defense built on its world (module
     docstring); it is left some rounds in."""
@@ -222,7 +227,7 @@ class Estimator:
         cell = job.cell
         rate = self.rate(cell)
         count = evaluations(cell.run.rounds, cell.run.eval_every)
-        training = (f"{cell.run.rounds:,} rounds at {_ms(rate.round_s)} and {count:,} evaluations at "
+        training = (f"{_rounds(cell.run.rounds)} at {_ms(rate.round_s)} and {count:,} evaluations at "
                     f"{_ms(rate.evaluation_s)}, timed now")
         what = f"{cell.label} seed {cell.seed}" + ("" if job.train else " (trained again for its findings)")
         found = [self.set_up(job, CellTime(what, cell.run.rounds * rate.round_s + count * rate.evaluation_s,
@@ -242,7 +247,7 @@ class Estimator:
         needed = last_round_needed(first.table, training.run.kind, training.run.rounds)
         references = first.table.references
         seconds = references * (needed * rate.round_s + 2 * rate.evaluation_s)
-        how = (f"{references} reference runs of {needed:,} rounds at {_ms(rate.round_s)}"
+        how = (f"{references} reference runs of {_rounds(needed)} at {_ms(rate.round_s)}"
                + (f", shared by {len(cells)} cells" if len(cells) > 1 else "") + ", timed now; scoring not counted")
         return [CellTime(f"{cell.label} on {training.label} seed {training.seed} "
                          + ("final average" if cell.round is None else f"round {cell.round}"),
@@ -265,8 +270,8 @@ class Estimator:
             if table.kind == "position" else 1
         runs = 2 * table.runs * victims if table.kind == "position" or table.method == "repeated" else 1
         rounds = runs * training.run.rounds
-        what_runs = f"{runs:,} runs of {training.run.rounds:,} rounds" if runs > 1 else \
-            f"one run of {training.run.rounds:,} rounds"
+        what_runs = f"{runs:,} runs of {_rounds(training.run.rounds)}" if runs > 1 else \
+            f"one run of {_rounds(training.run.rounds)}"
         return CellTime(what, rounds * rate.round_s, f"{what_runs} at {_ms(rate.round_s)}, timed now")
 
 
