@@ -231,3 +231,25 @@ def test_shipped_datasets_keep_their_cell_ids():
     assert set(expand(campaign)[0].describe()["data"]) == {
         "dataset", "data_root", "download", "test_fraction", "max_train", "samples_per_agent", "partition", "alpha",
         "min_size", "shards_per_agent"}
+
+
+def test_data_edited_after_the_cells_were_planned_are_refused_not_trained_under_the_old_id(tmp_path):
+    folder = _image_folder(tmp_path / "images")
+    campaign = parse_campaign({"data": {"dataset": "folder", "path": str(folder)},
+                               "defense": [{"kind": "dpsgd", "agents": 3}]})
+    [cell] = expand(campaign)
+    assert build_setup(cell).data.content.sha256 == cell.describe()["data"]["content"]["sha256"]
+    (folder / "cat" / "00.png").write_bytes((folder / "cat" / "01.png").read_bytes())
+    with pytest.raises(ConfigError, match="changed since the campaign was planned"):
+        build_setup(cell)
+    assert expand(campaign)[0].id != cell.id
+
+
+def test_a_row_with_a_malformed_content_hash_is_named_not_read():
+    row = {"type": "training", "cell": "c", "label": "l", "title": "t", "seed": 0, "metrics": {}, "claim": None,
+           "history": [], "messages": {}, "config": {"run": {"rounds": 1, "topology": "ring", "agents": 2},
+                                                     "data": {"dataset": "folder",
+                                                              "content": {"source": "image folder x", "sha256": 7}}}}
+    assert "config.data.content.sha256" in problem(row)
+    row["config"]["data"]["content"]["sha256"] = "ab" * 32
+    assert problem(row) is None
