@@ -9,6 +9,8 @@ the same cell has the same id in every run of every campaign that contains it, a
 skips the cells already in the results. The cells of a defense written outside privaudit also
 hash the source of its modules (`privaudit.defenses.external.plugin_code`), so editing them reruns
 those cells (`code_changes` says so); a shipped defense's cells hash no code, and keep their ids.
+A user's own data is pinned to its content when the cells are planned (`DataConfig.pinned`): its
+source and SHA-256 are part of the data's dump, so an edited image folder gives new cells too.
 """
 
 from __future__ import annotations
