@@ -50,6 +50,9 @@ LIMITS = {
                         "(agents × parameters of the model)"),
     "records": Limit("PRIVAUDIT_MAX_RECORDS", 10_000_000, "records of one run (a synthetic problem's agents × "
                      "samples per agent: 4 × 10⁷ took 37 s and 6.5 GB to generate; an attack's batch)"),
+    "data_mb": Limit("PRIVAUDIT_MAX_DATA_MB", 4096, "megabytes of a user's own data read for one dataset (an "
+                     "image folder's files, an .npz archive's arrays uncompressed, the arrays a loader returns), "
+                     "checked before its images are decoded or its arrays loaded"),
     "layers": Limit("PRIVAUDIT_MAX_LAYERS", 1_000, "hidden layers of one model (an MLP's `hidden`: 10⁴ layers "
                     "made check take 26 s, 10⁵ over a minute)"),
     "evaluations": Limit("PRIVAUDIT_MAX_EVALUATIONS", 1_000_000, "loss evaluations (or iterations) of one "

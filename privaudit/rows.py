@@ -107,10 +107,26 @@ class RunShape(_Record):
     agents: Whole
 
 
+class DataContent(_Record):
+    """A user's own data as a cell read it (`privaudit.data.Content`): where it came from, in words,
+    and the SHA-256 of what was read (the image folder's files, the .npz file, a loader's arrays)."""
+
+    source: Text
+    sha256: Annotated[str, BeforeValidator(_text), Field(pattern="^[0-9a-f]{64}$")]
+
+
+class DataRecord(_Record):
+    """A training cell's `[data]` table as it ran (its other fields pass through); `content` only
+    for a user's own data."""
+
+    dataset: Text | None = None
+    content: DataContent | None = None
+
+
 class TrainingConfig(_Record):
     run: RunShape
     params: dict[str, Any] = Field(default_factory=dict)
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: DataRecord = Field(default_factory=DataRecord)
 
 
 class _Row(_Record):

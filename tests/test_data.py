@@ -100,7 +100,8 @@ def test_normalisation_round_trip_and_range():
 def test_unknown_dataset_names_the_choices():
     with pytest.raises(ValueError) as err:
         load_dataset("x")
-    assert str(err.value) == "unknown dataset 'x' (choose from digits, lfw, photos, mnist, cifar10, cifar100)"
+    assert str(err.value) == ("unknown dataset 'x' (choose from digits, lfw, photos, mnist, cifar10, cifar100, folder, npz, "
+                              "or a loader 'package.module:function')")
     assert DATASETS == ("digits", "lfw", "photos", "mnist", "cifar10", "cifar100")
 
 

@@ -9,6 +9,8 @@ the same cell has the same id in every run of every campaign that contains it, a
 skips the cells already in the results. The cells of a defense written outside privaudit also
 hash the source of its modules (`privaudit.defenses.external.plugin_code`), so editing them reruns
 those cells (`code_changes` says so); a shipped defense's cells hash no code, and keep their ids.
+A user's own data is pinned to its content when the cells are planned (`DataConfig.pinned`): its
+source and SHA-256 are part of the data's dump, so an edited image folder gives new cells too.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from privaudit.defenses.base import Defense, DefenseParams
 from privaudit.defenses.external import SHIPPED, checked_claim, plugin_code
 from privaudit.accounting import Claim
 from privaudit.campaign.config import AttackConfig, AuditConfig, Campaign, DataConfig, MembershipConfig, RunConfig
-from privaudit.data import load_dataset, partition
+from privaudit.data import partition
 from privaudit.errors import ConfigError, DataError
 from privaudit.limits import require
 from privaudit.flatmodel import FlatModel
@@ -244,7 +246,7 @@ def expand(campaign: Campaign) -> list[Cell]:
     order, then seed order."""
     cells = []
     for index, table in enumerate(campaign.defense):
-        data = campaign.data_for(index)
+        data = campaign.data_for(index).pinned()
         for run in table.variants():
             params = run.params()
             values = run.model_dump() | (run.model_extra or {})
@@ -312,8 +314,7 @@ def build_setup(cell: Cell) -> Setup:
                             seed=cell.seed)
             shards = [np.flatnonzero(data.owners == agent) for agent in range(run.agents)]
         else:
-            data = load_dataset(data_cfg.dataset, data_root=data_cfg.data_root, download=data_cfg.download,
-                                test_fraction=data_cfg.test_fraction, max_train=data_cfg.max_train)
+            data = data_cfg.load()
             shards = partition(data.y_train.numpy(), run.agents, data_cfg.partition, seed=cell.seed,
                                alpha=data_cfg.alpha, min_size=data_cfg.min_size,
                                shards_per_agent=data_cfg.shards_per_agent)

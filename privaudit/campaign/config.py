@@ -25,7 +25,7 @@ import tomllib
 import unicodedata
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Callable, ClassVar, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
                       TypeAdapter, ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
@@ -38,10 +38,10 @@ from privaudit.attacks.membership.scores import RMIA_SCORES
 from privaudit.attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
 from privaudit.defenses import DEFENSES
 from privaudit.defenses.base import Defense, DefenseParams
-from privaudit.defenses.external import NO_CONSENT, Consent, origin, resolve
+from privaudit.defenses.external import NO_CONSENT, Consent, _load, origin, resolve
 from privaudit.campaign.document import NotACampaignValue, plain, strictly, too_deep, toml_text
-from privaudit.data import DATASETS, PARTITIONS
-from privaudit.errors import UNSAFE, ConfigError, PrivauditError, escaped, unsafe_character
+from privaudit.data import DATASETS, PARTITIONS, USER_DATA, Content, Dataset, data_content, is_loader, load_dataset
+from privaudit.errors import UNSAFE, ConfigError, DataError, PrivauditError, escaped, unsafe_character
 from privaudit.files import CAMPAIGN_BYTES, read_regular
 from privaudit.limits import MAX_NESTING, MAX_SEED, MIN_FPR, exceeded, within
 from privaudit.models import MODELS
@@ -165,11 +165,77 @@ class CampaignInfo(BaseModel):
         return value
 
 
-class DataConfig(BaseModel):
-    """Which dataset, where it lives, and how it is split across agents."""
+class _StableDump(BaseModel):
+    """A table whose dump its cell id hashes (and its rows store): the fields added after tables
+    were first stored (`LATER`, name → default) are left out of the dump while at their default,
+    so the tables written before them keep their ids and their results; what the table records
+    beyond its fields (`_recorded`) is added."""
+
+    LATER: ClassVar[dict[str, Any]] = {}
+
+    @model_serializer(mode="wrap")
+    def _without_later_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped = handler(self)
+        for name, default in self.LATER.items():
+            if name in dumped and getattr(self, name, None) == default:
+                dumped.pop(name)
+        return dumped | self._recorded()
+
+    def _recorded(self) -> dict[str, Any]:
+        """What the dump holds beyond the fields: nothing, unless a table says otherwise."""
+        return {}
+
+
+def _dataset(value: str, info: ValidationInfo) -> str:
+    """A dataset's name: a shipped one, a synthetic problem, `folder` or `npz` (read from
+    `path`), or a loader's import path `package.module:function`, imported only with the consent
+    the validation was given (as a defense's: it runs the module's code) and checked to be
+    callable."""
+    if value in DATASETS + SYNTHETIC + USER_DATA:
+        return value
+    if not is_loader(value):
+        raise ValueError(f"unknown dataset '{value}' (choose from {', '.join(DATASETS + SYNTHETIC + USER_DATA)}, or "
+                         "a loader 'package.module:function')")
+    module = value.partition(":")[0].strip()
+    consent = (info.context or {}).get("consent", NO_CONSENT)
+    if module not in consent.listed:
+        raise ValueError(f"dataset '{value}' imports module '{module}', which runs its code: list it in [campaign] "
+                         f"imports = {[*consent.listed, module]!r} and pass --allow-code")
+    if not consent.given:
+        raise ValueError(f"this campaign imports code ({module}, [campaign] imports): read it, then pass "
+                         "--allow-code to run it")
+    if not callable(_load(value, "dataset: ")):
+        raise ValueError(f"dataset '{value}' is not a function (a loader returns x_train, y_train[, x_test, y_test])")
+    return value
+
+
+def _size(value: int | tuple[int, int] | None) -> tuple[int, int] | None:
+    """`size = 32` as (32, 32); every side at least 1."""
+    pair = (value, value) if isinstance(value, int) else value
+    if pair is not None and min(pair) < 1:
+        raise ValueError(f"an image's sides are at least 1 pixel, got {list(pair)}")
+    return pair
+
+
+class DataConfig(_StableDump):
+    """Which dataset, where it lives, and how it is split across agents.
+
+    A user's own data (`dataset = "folder"` or `"npz"` with `path`, or a loader's import path) is
+    pinned to its content when its cells are planned (`pinned`): the source and a SHA-256 of what
+    was read join the table's dump, so they are part of the cells' ids and rows, and a changed
+    folder gives new cells."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    dataset: one_of(DATASETS + SYNTHETIC, "dataset") = "digits"
+    LATER: ClassVar[dict[str, Any]] = {"path": None, "size": None}
+    dataset: Annotated[str, AfterValidator(_dataset)] = Field("digits", description=(
+        "a shipped dataset, a synthetic problem, folder (an image folder, one sub-folder per class), npz (an .npz "
+        "of x_train, y_train[, x_test, y_test]) or a loader 'package.module:function' ([campaign] imports, "
+        "--allow-code)"))
+    path: Path | None = Field(None, description="dataset = folder: the image folder; dataset = npz: the .npz file "
+                              "(relative to the current directory)")
+    size: Annotated[int | tuple[int, int] | None, AfterValidator(_size)] = Field(
+        None, description="dataset = folder: resize every image to [height, width] (or size × size); default: all "
+        "images must have one size")
     data_root: Path | None = None
     download: bool = False
     test_fraction: float = Field(0.2, gt=0, lt=1)
@@ -180,6 +246,7 @@ class DataConfig(BaseModel):
     alpha: float = Field(0.5, gt=0, description="Dirichlet concentration (partition = dirichlet)")
     min_size: int = Field(8, ge=1, description="smallest local dataset (partition = dirichlet)")
     shards_per_agent: int = Field(2, ge=1, description="label shards per agent (partition = shards)")
+    _content: Content | None = PrivateAttr(None)
 
 
     @model_validator(mode="after")
@@ -189,7 +256,49 @@ class DataConfig(BaseModel):
                              "and shards_per_agent (set samples_per_agent instead)")
         if self.dataset not in SYNTHETIC and self.samples_per_agent is not None:
             raise ValueError(f"samples_per_agent applies to synthetic datasets ({', '.join(SYNTHETIC)}) only")
+        if self.dataset in USER_DATA and self.path is None:
+            raise ValueError(f"dataset '{self.dataset}' needs path = the "
+                             f"{'image folder' if self.dataset == 'folder' else '.npz file'} to read")
+        if self.dataset not in USER_DATA and self.path is not None:
+            raise ValueError(f"path applies to dataset 'folder' or 'npz' only (dataset '{self.dataset}' "
+                             f"{'reads data_root' if self.dataset in DATASETS else 'reads no file'})")
+        if self.dataset != "folder" and self.size is not None:
+            raise ValueError("size applies to dataset 'folder' only (the size its images are resized to)")
         return self
+
+    @property
+    def user_data(self) -> bool:
+        """Whether the data are the user's own (an image folder, an .npz, a loader)."""
+        return self.dataset in USER_DATA or is_loader(self.dataset)
+
+    def pinned(self) -> DataConfig:
+        """This table with its user data's content read now (`privaudit.data.Content`), which its
+        dump then holds; itself for a shipped or synthetic dataset, whose ids stay as they were."""
+        if not self.user_data:
+            return self
+        copy = self.model_copy()
+        copy._content = data_content(self.dataset, path=self.path, size=self.size, loader=self._loader())
+        return copy
+
+    def load(self) -> Dataset:
+        """The dataset this table names (not a synthetic problem: those are drawn per agent), split
+        and capped; DataError when a pinned user's data have changed since they were pinned, so a
+        row never pairs one content's id with another's results."""
+        data = load_dataset(self.dataset, data_root=self.data_root, download=self.download,
+                            test_fraction=self.test_fraction, max_train=self.max_train, path=self.path,
+                            size=self.size, loader=self._loader())
+        if self._content is not None and data.content != self._content:
+            raise DataError(f"dataset '{self.dataset}' changed since the campaign was planned (sha256 "
+                            f"{self._content.sha256[:16]}…, now {data.content.sha256[:16] if data.content else '?'}…): "
+                            "run the command again")
+        return data
+
+    def _loader(self) -> Callable[[], Any] | None:
+        """The loader function a loader's import path names (validated, so consented to)."""
+        return _load(self.dataset) if is_loader(self.dataset) else None
+
+    def _recorded(self) -> dict[str, Any]:
+        return {} if self._content is None else {"content": self._content.as_dict()}
 
 
 
@@ -286,22 +395,6 @@ class RunConfig(BaseModel):
 LINKS_HELP = "eavesdropper: undirected links heard, both directions of each ([[0, 1]]: 0 ↔ 1)"
 DIRECTED_LINKS_HELP = ("eavesdropper: directed links heard, [i, j] meaning i → j: what i sends to j and i's "
                        "broadcasts, not what j sends; may be given with links")
-
-
-class _StableDump(BaseModel):
-    """A table whose dump its cell id hashes (and its rows store): the fields added after tables
-    were first stored (`LATER`, name → default) are left out of the dump while at their default,
-    so the tables written before them keep their ids and their results."""
-
-    LATER: ClassVar[dict[str, Any]] = {}
-
-    @model_serializer(mode="wrap")
-    def _without_later_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        dumped = handler(self)
-        for name, default in self.LATER.items():
-            if name in dumped and getattr(self, name, None) == default:
-                dumped.pop(name)
-        return dumped
 
 
 class _HearsLinks(_StableDump):
@@ -671,6 +764,7 @@ class Campaign(BaseModel):
     membership: list[MembershipConfig] = Field(default_factory=list)
     audit: list[AuditConfig] = Field(default_factory=list)
     _text: str = PrivateAttr("")
+    _consent: Consent = PrivateAttr(NO_CONSENT)
 
     @property
     def text(self) -> str:
@@ -684,9 +778,10 @@ class Campaign(BaseModel):
         table = self.defense[index]
         if table.data is None:
             return self.data
+        context = {"consent": self._consent}
         if "dataset" in table.data:
-            return strictly(DataConfig, table.data)
-        return strictly(DataConfig, self.data.model_dump(exclude_unset=True) | table.data)
+            return strictly(DataConfig, table.data, context)
+        return strictly(DataConfig, self.data.model_dump(exclude_unset=True) | table.data, context)
 
     def warnings(self) -> list[str]:
         """What the file leaves to a default that shapes every result: a `[[defense]]` table that
@@ -855,9 +950,11 @@ def parse_campaign(raw: dict[str, Any], source: str = "campaign", *, allow_code:
     except NotACampaignValue as error:
         raise ConfigError(f"{source}: {_path(error.loc)}: {error.why}") from None
     try:
-        campaign = strictly(Campaign, document, context={"consent": _consent(document, allow_code)})
+        consent = _consent(document, allow_code)
+        campaign = strictly(Campaign, document, context={"consent": consent})
     except ValidationError as error:
         raise ConfigError(f"{source}: {_one_line(error)}") from None
+    campaign._consent = consent
     seeds = len(campaign.campaign.seeds)
     for index, table in enumerate(campaign.defense):
         try:
