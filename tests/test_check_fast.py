@@ -5,6 +5,7 @@ orthogonal to the victim's gradients; the set-up is built once between check and
 each canary audit's certifiable ε, runs needed and sampling rate, and names every attack its
 attacker cannot hear, in one grammatical line."""
 
+import pytest
 import torch
 
 from privaudit.attacks.audit import canaries
@@ -16,6 +17,7 @@ from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.preflight import preflight
 from privaudit.campaign.run import run_campaign
 from privaudit.cli import main
+from privaudit.errors import ConfigError
 
 DP = {"kind": "dp_dpsgd", "label": "DP", "agents": 4, "topology": "complete", "model": "logreg", "rounds": 4,
       "eval_every": 4, "batch_size": 10, "lr": 0.5, "clip": 1.0, "noise_multiplier": 1.0}
@@ -142,3 +144,21 @@ def test_the_canary_set_up_is_built_once_between_check_and_run(tmp_path, monkeyp
     assert len(calls) == 1
     [cell] = expand_audits(campaign, expand(campaign))
     assert audit_findings.audit_reach(cell) is not None
+
+
+def test_the_probed_gradients_fit_the_memory_limit_and_their_directions_stay_quiet(monkeypatch):
+    """An MLP on 3 × 32 × 32 images (394,634 parameters) stacked 4,096 probed gradients, 19 GB:
+    the rows are capped to the `memory` limit (at 2 MB, 18 rows of the digits MLP's 9,610
+    parameters), and the directions are still orthogonal to the rows kept."""
+    assert canaries.probe_rows(394_634) == 8192 * 2**20 // (12 * 394_634) < 4096
+    monkeypatch.setenv("PRIVAUDIT_MAX_MEMORY_MB", "2")
+    campaign = parse_campaign({"campaign": {"name": "t"}, "data": {"dataset": "digits"},
+                               "defense": [DP | {"model": "mlp", "agents": 5}]})
+    setup = build_setup(expand(campaign)[0])
+    rows = canaries.victim_gradients(setup, 0, 0)
+    assert 1 <= len(rows) <= 2 * 2**20 // (12 * setup.model.dim) < 4096
+    u = canaries.quiet_directions(setup, 0, 2, 0)
+    assert _worst(rows, u.double()) < 1e-5
+    monkeypatch.setenv("PRIVAUDIT_MAX_MEMORY_MB", "1")
+    with pytest.raises(ConfigError, match="PRIVAUDIT_MAX_MEMORY_MB"):
+        canaries.probe_rows(10**8)

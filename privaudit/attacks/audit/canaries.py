@@ -39,6 +39,7 @@ from torch.func import grad, vmap
 
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import per_sample_grads, per_sample_grads_agents
+from privaudit.limits import limit, require
 from privaudit.sampling import LocalData
 from privaudit.setup import Setup
 
@@ -185,13 +186,27 @@ def _probe_points(setup: Setup, count: int, seed: int) -> Tensor:
     return torch.cat([start[None], start[None] + noise])
 
 
+def probe_rows(parameters: int) -> int:
+    """The most probed gradients the search for quiet directions may stack: `_PROBE_ROWS`, fewer
+    where their float32 and float64 copies (12 bytes an entry) would pass the `memory` limit. A
+    64 × 32 × 32 RGB folder's MLP asked for 22 GB at 4,096 rows; a ResNet-18 (11 M parameters)
+    keeps about 60. Fewer rows leave the directions quiet for fewer of the victim's gradients:
+    the audit's bound stays valid (any direction gives one), only its power may drop."""
+    fitting = limit("memory") * 2**20 // (12 * max(parameters, 1))
+    if fitting < 1:
+        require("memory", math.ceil(12 * parameters / 2**20),
+                f"one probed gradient of the canary's quiet directions ({parameters:,} parameters × 12 bytes)")
+    return int(min(_PROBE_ROWS, fitting))
+
+
 def victim_gradients(setup: Setup, victim: int, seed: int) -> Tensor:
     """The victim's per-sample gradients at probe points around x₀, stacked [rows, P]: enough
-    points for twice P rows when `_PROBE_ROWS` allows (a model's gradients move with the point, and
-    the quiet directions must be quiet wherever training goes), at least 4."""
+    points for twice P rows when `probe_rows` allows (a model's gradients move with the point, and
+    the quiet directions must be quiet wherever training goes), at least 4 where it allows."""
+    most = probe_rows(setup.model.dim)
     x, y = setup.local.shard(victim)
-    x, y = x[:_PROBE_ROWS // 4], y[:_PROBE_ROWS // 4]
-    count = min(max(4, math.ceil(2 * setup.model.dim / len(x))), _PROBE_ROWS // len(x))
+    x, y = x[:max(1, most // 4)], y[:max(1, most // 4)]
+    count = max(1, min(max(4, math.ceil(2 * setup.model.dim / len(x))), most // len(x)))
     points = _probe_points(setup, count, seed)
     return torch.cat([per_sample_grads(setup.model, point, x, y) for point in points]).double()
 
