@@ -4,10 +4,12 @@ and the row saying so; a user's BatchNorm refused at `check` in one line naming 
 factory's source part of its cells' identity."""
 
 import json
+import pickle
+import sys
 
 import pytest
 
-from privaudit.campaign.cells import expand
+from privaudit.campaign.cells import build_setup, expand
 from privaudit.campaign.config import parse_campaign
 from privaudit.cli import main
 from privaudit.errors import ConfigError
@@ -184,6 +186,19 @@ def test_a_grid_varies_the_model_over_a_factory_with_the_tables_consent(tmp_path
     assert [set(dict(cell.code)) for cell in cells] == [{name}, set()]
     with pytest.raises(ConfigError, match="allow-code"):
         expand(parse_campaign({"campaign": {"imports": [name]}, "defense": [table]}))
+
+
+def test_a_worker_that_never_imported_the_factory_imports_it_from_the_path(tmp_path, monkeypatch):
+    """A worker process unpickles cells whose model module it has not imported: building the
+    set-up imports it from the path the table names (the table was validated with consent)."""
+    name = _module(tmp_path, monkeypatch, "my_models_worker")
+    table = {"kind": "dp_dpsgd", "agents": 3, "model": f"{name}:build", "model_options": {"hidden": 5}}
+    cell = expand(parse_campaign({"campaign": {"imports": [name]}, "data": {"max_train": 60},
+                                  "defense": [table]}, allow_code=True))[0]
+    shipped = pickle.dumps(cell)
+    monkeypatch.delitem(sys.modules, name)
+    setup = build_setup(pickle.loads(shipped))
+    assert name in sys.modules and setup.model.module[1].out_features == 5
 
 
 def test_a_shipped_defense_on_a_shipped_model_hashes_no_code():

@@ -249,9 +249,9 @@ class RunConfig(BaseModel):
     mixing: one_of(MIXING_RULES, "mixing rule") = "metropolis"
     edge_prob: float = Field(0.5, gt=0, le=1, description="edge probability (topology = erdos_renyi)")
     model: Annotated[str, AfterValidator(_model_name), Field(description=(
-        "a shipped model, torchvision:<architecture> (no weights; BatchNorm replaced by GroupNorm), an import "
-        "path 'package.module:factory' (listed in [campaign] imports, with --allow-code) or an installed entry "
-        "point of group privaudit.models"))] = "mlp"
+        "a shipped model (Models, below), 'torchvision:NAME' for a torchvision classification architecture (no "
+        "weights; BatchNorm replaced by GroupNorm), an import path 'package.module:factory' (listed in [campaign] "
+        "imports, with --allow-code) or an installed entry point of group privaudit.models"))] = "mlp"
     model_options: dict[str, Any] = Field(default_factory=dict)
     rounds: Annotated[int, AfterValidator(within("rounds"))] = Field(100, ge=1)
     eval_every: int = Field(10, ge=1)
