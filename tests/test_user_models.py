@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from privaudit.campaign.audit_findings import game_for_table
 from privaudit.campaign.cells import build_setup, expand
 from privaudit.campaign.config import parse_campaign
 from privaudit.cli import main
@@ -199,6 +200,16 @@ def test_a_worker_that_never_imported_the_factory_imports_it_from_the_path(tmp_p
     monkeypatch.delitem(sys.modules, name)
     setup = build_setup(pickle.loads(shipped))
     assert name in sys.modules and setup.model.module[1].out_features == 5
+
+
+def test_a_canary_game_from_python_imports_the_model_the_table_names(tmp_path, monkeypatch):
+    """`game_for_table` (the Python API's canary audit of one table) names the model's module in the
+    campaign it builds, as it names a defense's: the caller names it in its own code."""
+    name = _module(tmp_path, monkeypatch, "my_models_game")
+    table = {"kind": "dp_dpsgd", "agents": 3, "rounds": 2, "batch_size": 4, "model": f"{name}:build",
+             "model_options": {"hidden": 6}}
+    game = game_for_table(table, {"max_train": 60})
+    assert game.setup.model_name == f"{name}:build" and game.setup.model.module[1].out_features == 6
 
 
 def test_a_shipped_defense_on_a_shipped_model_hashes_no_code():
