@@ -9,6 +9,13 @@ data-dependent Python control flow. Parameters keep torch's default initialisati
 own for `resnet18`) unless a builder's `init` option says otherwise; the caller seeds torch.
 
 Where a paper leaves an architecture detail open, the builder's docstring states the choice.
+
+Besides the shipped names (`MODELS`), a campaign can name torchvision's classification
+architectures without weights, `torchvision:<name>` (`build_torchvision`: BatchNorm replaced by
+GroupNorm, which the model's note says), and a factory of its own, `package.module:factory`
+(`build_user_model`: a model with BatchNorm is refused, naming the layer, since converting someone's
+model would audit another one). A model that changed on the way says how in its note
+(`model_note`), which the training row carries.
 """
 
 import functools
@@ -18,6 +25,7 @@ import math
 import typing
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -409,6 +417,7 @@ def build_resnet18(in_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     else:
         model.conv1 = nn.Conv2d(channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
     nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+    model.model_note = "GroupNorm (32 groups) in place of torchvision's BatchNorm: per-sample gradients need it"
     return model
 
 
@@ -430,39 +439,275 @@ def model_task(module: nn.Module) -> str:
     return getattr(module, "task", "classification")
 
 
+def model_note(module: nn.Module) -> str | None:
+    """How the model differs from what its name says when it was changed on the way (BatchNorm
+    replaced by GroupNorm, a gray image repeated on three channels), in words; None when not. The
+    training row carries it, so no result hides the change."""
+    note = getattr(module, "model_note", None)
+    return note if isinstance(note, str) and note else None
+
+
+def error_line(error: BaseException) -> str:
+    """`Type: message` of an error raised by a model's code, its message cut to its first line (torch's
+    are often paragraphs), so the error that quotes it stays one line."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def _hints(builder: Callable[..., Any]) -> dict[str, Any]:
+    """The annotations of a builder's parameters (a class's: its `__init__`'s), as types; none
+    when they cannot be evaluated (a user's factory whose annotations name what its module never
+    imported): its options are then validated as plain TOML values."""
+    try:
+        return typing.get_type_hints(builder.__init__ if isinstance(builder, type) else builder)
+    except Exception:  # noqa: BLE001 - any failure of a user's annotations leaves the options unchecked by type
+        return {}
+
+
 @functools.cache
 def _options(builder: Callable[..., nn.Module]) -> type[BaseModel]:
-    """The keyword options of a model builder as a strict model, from its signature's types: a
-    campaign's `model_options` are numbers one way, as every other field (no `true` for a float)."""
-    hints = typing.get_type_hints(builder)
-    fields = {parameter.name: (hints[parameter.name], parameter.default)
-              for parameter in inspect.signature(builder).parameters.values()
-              if parameter.kind is inspect.Parameter.KEYWORD_ONLY}
-    return create_model(f"{builder.__name__}_options", __config__=ConfigDict(strict=True, extra="forbid"), **fields)
+    """The options of a model builder as a strict model, from its signature's types: a campaign's
+    `model_options` are numbers one way, as every other field (no `true` for a float). The first
+    two positional parameters are the input shape and the classes; every other named parameter is
+    an option (a shipped builder's are keyword-only), and a builder taking `**kwargs` takes any
+    other option unchecked."""
+    hints = _hints(builder)
+    parameters = list(inspect.signature(builder).parameters.values())
+    positional = [p.name for p in parameters
+                  if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)][:2]
+    fields = {p.name: (hints.get(p.name, Any), ... if p.default is inspect.Parameter.empty else p.default)
+              for p in parameters if p.name not in positional
+              and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    extra = "allow" if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters) else "forbid"
+    name = getattr(builder, "__name__", type(builder).__name__)
+    return create_model(f"{name}_options", __config__=ConfigDict(strict=True, extra=extra,
+                                                                arbitrary_types_allowed=True), **fields)
 
 
-def build_model(name: str, in_shape: tuple[int, ...], num_classes: int, **options) -> nn.Module:
-    """Build model `name` for inputs of shape `in_shape` (no batch dimension)."""
-    if name not in MODELS:
-        raise ValueError(f"unknown model '{name}' (choose from {', '.join(MODELS)})")
-    builder = MODELS[name]
+def _checked_options(builder: Callable[..., nn.Module], name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """`options` validated against `builder`'s signature (`_options`); ValueError naming the
+    model and the first bad option."""
     accepted = _options(builder)
-    unknown = sorted(set(options) - set(accepted.model_fields))
-    if unknown:
-        raise ValueError(
-            f"unknown option(s) {', '.join(unknown)} for model '{name}' "
-            f"(accepted: {', '.join(accepted.model_fields) or 'none'})"
-        )
+    if accepted.model_config.get("extra") == "forbid":
+        unknown = sorted(set(options) - set(accepted.model_fields))
+        if unknown:
+            raise ValueError(
+                f"unknown option(s) {', '.join(unknown)} for model '{name}' "
+                f"(accepted: {', '.join(accepted.model_fields) or 'none'})"
+            )
     try:
         checked = accepted.model_validate_json(json.dumps(options), strict=True)
     except (ValidationError, TypeError) as error:
         first = error.errors()[0] if isinstance(error, ValidationError) else {"loc": (), "msg": str(error)}
         where = ".".join(str(part) for part in first["loc"])
         raise ValueError(f"model '{name}' option {where}: {first['msg']}") from None
-    options = {key: getattr(checked, key) for key in options}
+    return {key: getattr(checked, key) for key in options}
+
+
+def _checked_shape(in_shape: tuple[int, ...], num_classes: int) -> tuple[int, ...]:
     in_shape = tuple(in_shape)
     if not in_shape or any(size < 1 for size in in_shape):
         raise ValueError(f"in_shape must be non-empty positive sizes, got {in_shape}")
     if num_classes < 1:
         raise ValueError(f"num_classes must be >= 1, got {num_classes}")
-    return builder(in_shape, num_classes, **options)
+    return in_shape
+
+
+TORCHVISION = "torchvision:"
+"""How a campaign names one of torchvision's classification architectures: `torchvision:resnet34`."""
+
+
+def build_model(name: str, in_shape: tuple[int, ...], num_classes: int, **options) -> nn.Module:
+    """Build model `name` (a shipped name, or `torchvision:<architecture>`: `build_torchvision`)
+    for inputs of shape `in_shape` (no batch dimension)."""
+    if name.startswith(TORCHVISION):
+        return build_torchvision(name.removeprefix(TORCHVISION), in_shape, num_classes, **options)
+    if name not in MODELS:
+        raise ValueError(f"unknown model '{name}' (choose from {', '.join(MODELS)}; or torchvision:<architecture>, "
+                         "or an import path 'package.module:factory')")
+    builder = MODELS[name]
+    options = _checked_options(builder, name, options)
+    return builder(_checked_shape(in_shape, num_classes), num_classes, **options)
+
+
+SAMPLE_MIXING: tuple[type[nn.Module], ...] = (nn.modules.batchnorm._BatchNorm,)
+"""Layers whose output for one sample depends on the other samples of its batch: BatchNorm (all
+of its forms: 1d, 2d, 3d, lazy, synchronised) normalises with the batch's statistics. Under them
+a sample has no gradient of its own, so per-sample clipping bounds nothing and the DP sensitivity
+argument fails; and privaudit evaluates models in eval mode (`FlatModel`), where BatchNorm would
+silently normalise by fixed statistics that never train."""
+
+
+def sample_mixing_layers(module: nn.Module) -> list[tuple[str, str]]:
+    """(name, type) of each layer of `module` that mixes the samples of a batch (`SAMPLE_MIXING`)."""
+    return [(name, type(layer).__name__) for name, layer in module.named_modules() if isinstance(layer, SAMPLE_MIXING)]
+
+
+GROUP_NORM_MAX_GROUPS = 32
+"""Groups of the GroupNorm that replaces a BatchNorm: 32, Wu & He's (2018) default, or the
+largest power of two dividing the channels when 32 does not (gcd(channels, 32))."""
+
+
+def _group_norm_for(layer: nn.modules.batchnorm._BatchNorm) -> nn.GroupNorm:
+    """A GroupNorm over `layer`'s channels with its ε, its affinity and its initial scale and shift."""
+    channels = layer.num_features
+    norm = nn.GroupNorm(math.gcd(channels, GROUP_NORM_MAX_GROUPS), channels, eps=layer.eps, affine=layer.affine)
+    if layer.affine and not isinstance(layer.weight, nn.parameter.UninitializedParameter):
+        with torch.no_grad():
+            norm.weight.copy_(layer.weight)
+            norm.bias.copy_(layer.bias)
+    return norm
+
+
+def to_group_norm(module: nn.Module) -> int:
+    """Replace, in place, every BatchNorm of `module` by a GroupNorm over the same channels
+    (`_group_norm_for`); the number replaced. GroupNorm normalises each sample on its own (as the
+    shipped `resnet18`), so per-sample gradients exist."""
+    found = [name for name, layer in module.named_modules() if isinstance(layer, SAMPLE_MIXING)]
+    for name in found:
+        parent, _, leaf = name.rpartition(".")
+        owner = module.get_submodule(parent)
+        setattr(owner, leaf, _group_norm_for(getattr(owner, leaf)))
+    return len(found)
+
+
+class _RepeatedChannel(nn.Module):
+    """A three-channel network fed a one-channel image repeated on its three channels (no
+    parameter is added: the network is torchvision's, and gray data reach it unchanged)."""
+
+    def __init__(self, network: nn.Module) -> None:
+        super().__init__()
+        self.network = network
+
+    def forward(self, inputs: Tensor) -> Tensor:
+        return self.network(inputs.expand(-1, 3, -1, -1))
+
+
+@functools.cache
+def torchvision_architectures() -> tuple[str, ...]:
+    """torchvision's classification architectures (`torchvision.models.list_models` of the
+    classification package: no detection, segmentation, video or optical-flow model)."""
+    from torchvision import models  # here, not at import: torchvision takes seconds to load
+
+    return tuple(models.list_models(module=models))
+
+
+TORCHVISION_SET_BY_PRIVAUDIT = ("weights", "progress", "num_classes", "norm_layer")
+"""Arguments of torchvision's builders that privaudit sets: no pretrained weights (an audit trains
+from scratch, and nothing is downloaded), the data's classes, and its own normalisation."""
+
+
+def check_torchvision(name: str) -> str:
+    """`name` (`torchvision:<architecture>`) when torchvision has that classification
+    architecture; ValueError listing them otherwise."""
+    architecture = name.removeprefix(TORCHVISION)
+    if architecture not in torchvision_architectures():
+        raise ValueError(f"unknown torchvision architecture '{architecture}' (choose from "
+                         f"{', '.join(torchvision_architectures())})")
+    return name
+
+
+def build_torchvision(architecture: str, in_shape: tuple[int, ...], num_classes: int, **options: Any) -> nn.Module:
+    """torchvision's classification architecture `architecture` without weights, for `num_classes`
+    classes, with every BatchNorm replaced by GroupNorm (`to_group_norm`) and a one-channel image
+    repeated on three channels; `model_note` says what changed. The architecture is otherwise
+    torchvision's, ImageNet stem included (a ResNet still reaches a 1×1 map at 32×32; the shipped
+    `resnet18` has the CIFAR stem instead). `options` go to torchvision's builder (`width_mult`,
+    `image_size`, `dropout`, ...), except those privaudit sets (`TORCHVISION_SET_BY_PRIVAUDIT`)."""
+    from torchvision import models
+
+    name = check_torchvision(TORCHVISION + architecture)
+    set_here = sorted(set(options) & set(TORCHVISION_SET_BY_PRIVAUDIT))
+    if set_here:
+        raise ValueError(f"model '{name}' option {set_here[0]}: privaudit sets it (no pretrained weights, the "
+                         "data's classes, GroupNorm)")
+    channels, _, _ = _image_shape(name, _checked_shape(in_shape, num_classes))
+    if channels not in (1, 3):
+        raise ValueError(f"model '{name}' takes 3-channel images (a 1-channel one is repeated on 3), the data have "
+                         f"{channels} channels")
+    try:
+        network = models.get_model(architecture, weights=None, num_classes=num_classes, **options)
+    except (TypeError, ValueError, AssertionError) as error:
+        raise ValueError(f"model '{name}': {error_line(error)}") from None
+    notes = [f"torchvision's {architecture} without pretrained weights"]
+    replaced = to_group_norm(network)
+    if replaced:
+        notes.append(f"its {replaced} BatchNorm layers replaced by GroupNorm (gcd(channels, {GROUP_NORM_MAX_GROUPS}) "
+                     "groups): batch statistics mix a batch's samples, and per-sample gradients need a layer that "
+                     "does not")
+    if channels == 1:
+        network = _RepeatedChannel(network)
+        notes.append("its 1-channel input repeated on 3 channels")
+    network.model_note = "; ".join(notes)
+    return _checked_output(network, name, in_shape, num_classes)
+
+
+def build_user_model(factory: Callable[..., Any], name: str, in_shape: tuple[int, ...], num_classes: int,
+                     **options: Any) -> nn.Module:
+    """The module a user's factory `name` (`package.module:factory`) builds:
+    `factory(input_shape, num_classes, **options)`, its options validated against its signature
+    as a shipped builder's (`_checked_options`). ValueError, one line, naming the factory when it
+    raises, returns no `nn.Module`, has no parameter, holds a layer that mixes the samples of a
+    batch (`sample_mixing_layers`: refused, not converted, since the model audited must be the
+    user's), or maps a batch to outputs of the wrong shape (`_checked_output`)."""
+    in_shape = _checked_shape(in_shape, num_classes)
+    if not callable(factory):
+        raise ValueError(f"model '{name}' is a {type(factory).__name__}, not a factory (a function or class called "
+                         "as factory(input_shape, num_classes, **model_options))")
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        signature = None  # no signature to read (a builtin): the call below says what is wrong
+    if signature is not None:
+        options = _checked_options(factory, name, options)
+        try:
+            signature.bind(in_shape, num_classes, **options)
+        except TypeError as error:
+            raise ValueError(f"model factory '{name}' cannot be called as factory(input_shape, num_classes, "
+                             f"**model_options): {error_line(error)}") from None
+    try:
+        module = factory(in_shape, num_classes, **options)
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - any failure of user code is reported on one line
+        raise ValueError(f"model factory '{name}' raised {error_line(error)}") from None
+    if not isinstance(module, nn.Module):
+        raise ValueError(f"model factory '{name}' returned a {type(module).__name__}, not a torch.nn.Module")
+    if not any(True for _ in module.parameters()):
+        raise ValueError(f"model factory '{name}' returned a module without parameters: there is nothing to train")
+    mixing = sample_mixing_layers(module)
+    if mixing:
+        layer, kind = mixing[0]
+        raise ValueError(f"model '{name}': layer '{layer}' is {kind}: it normalises with the whole batch's "
+                         "statistics, and per-sample gradients (clipping, the DP sensitivity) need a layer that "
+                         "does not mix samples; use nn.GroupNorm or nn.LayerNorm, or model = 'torchvision:<name>', "
+                         f"whose BatchNorm privaudit replaces by GroupNorm ({len(mixing)} such layer(s))")
+    return _checked_output(module, name, in_shape, num_classes)
+
+
+CHECK_BATCH = 2
+"""Samples of the batch a built model's forward pass is checked on: more than one, so a model
+that drops or mixes the batch axis is seen."""
+
+
+def _checked_output(module: nn.Module, name: str, in_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """`module` in eval mode (as `FlatModel` runs it) once a batch of zeros of `in_shape` passes
+    through it to one output per sample, `num_classes` logits for a classifier; ValueError naming
+    the model otherwise (an input too small for its pooling, a head of the wrong width). On the
+    meta device nothing is computed: only shapes."""
+    module.eval()
+    batch = torch.zeros(CHECK_BATCH, *in_shape)
+    try:
+        with torch.no_grad():
+            output = module(batch)
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the model may be a user's: one line
+        raise ValueError(f"model '{name}': its forward pass on a batch of shape {list(batch.shape)} raised "
+                         f"{error_line(error)}") from None
+    wanted = [CHECK_BATCH, num_classes]
+    if not isinstance(output, Tensor):
+        raise ValueError(f"model '{name}' returns a {type(output).__name__}, not a tensor of logits {wanted}")
+    if model_task(module) == "classification" and list(output.shape) != wanted:
+        raise ValueError(f"model '{name}' maps a batch of shape {list(batch.shape)} to {list(output.shape)}; a "
+                         f"classifier of {num_classes} classes gives logits {wanted}")
+    if model_task(module) != "classification" and (output.dim() == 0 or output.shape[0] != CHECK_BATCH):
+        raise ValueError(f"model '{name}' maps a batch of shape {list(batch.shape)} to {list(output.shape)}, not one "
+                         "output per sample")
+    return module

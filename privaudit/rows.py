@@ -170,6 +170,8 @@ class TrainingRow(_Row):
     history: list[Annotated[dict[str, Number], BeforeValidator(_evaluation)]]
     messages: dict[str, Whole]
     noise: NoiseDeclaration | None = None
+    model_note: Text | None = None
+    """How the model differs from what its name says (BatchNorm replaced by GroupNorm, ...), or None."""
 
 
 class Metrics(_Record):

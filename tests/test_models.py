@@ -118,7 +118,7 @@ def test_classifier_input_width_follows_the_documented_choice(name, in_shape, fe
 
 
 def test_unknown_model_names_the_choices():
-    expected = r"unknown model 'x' \(choose from lenet_dlg, .*resnet18\)"
+    expected = r"unknown model 'x' \(choose from lenet_dlg, .*resnet18; or torchvision:<architecture>, or an import path"
     with pytest.raises(ValueError, match=expected):
         build_model("x", MNIST, 10)
 

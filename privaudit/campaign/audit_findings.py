@@ -68,6 +68,7 @@ from privaudit.campaign.config import AuditConfig, parse_campaign
 from privaudit.errors import ConfigError
 from privaudit.progress import Progress
 from privaudit.limits import limit, require
+from privaudit.models import TORCHVISION
 
 
 def _finite(value: float | None) -> float | None:
@@ -150,10 +151,10 @@ def game_for_cell(cell: Cell, count: int = 1, **options: Any) -> Game:
 def game_for_table(defense: dict[str, Any], data: dict[str, Any] | None = None, *, seed: int = 0, count: int = 1,
                    **options: Any) -> Game:
     """The canary game of a `[[defense]]` table and a `[data]` table, as a campaign file writes
-    them; every problem is a one-line ConfigError. A kind given by import path is imported: the
-    Python caller names it in its own code."""
-    kind = defense.get("kind")
-    imports = [kind.partition(":")[0].strip()] if isinstance(kind, str) and ":" in kind else []
+    them; every problem is a one-line ConfigError. A kind or a model given by import path is
+    imported: the Python caller names it in its own code."""
+    imports = [name.partition(":")[0].strip() for name in (defense.get("kind"), defense.get("model"))
+               if isinstance(name, str) and ":" in name and not name.startswith(TORCHVISION)]
     campaign = parse_campaign({"campaign": {"name": "canary", "seeds": [seed], "imports": imports}, "data": data or {},
                                "defense": [defense]}, allow_code=True)
     cells = expand(campaign)

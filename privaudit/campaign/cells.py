@@ -33,7 +33,8 @@ from privaudit.data import partition
 from privaudit.errors import ConfigError, DataError
 from privaudit.limits import require
 from privaudit.flatmodel import FlatModel
-from privaudit.models import build_model, model_task
+from privaudit.grads import per_sample_grads
+from privaudit.models import CHECK_BATCH, MODELS, build_model, build_user_model, error_line, model_task
 from privaudit.sampling import LocalData
 from privaudit.setup import Setup
 from privaudit.synthetic import SYNTHETIC, generate
@@ -251,12 +252,20 @@ def expand(campaign: Campaign) -> list[Cell]:
             params = run.params()
             values = run.model_dump() | (run.model_extra or {})
             setting = {"topology": run.topology, "agents": run.agents} | {key: values[key] for key in table.grid}
-            code = tuple(plugin_code(run.defense(), campaign.campaign.imports).items())
+            code = tuple(plugin_code(run.defense(), campaign.campaign.imports, _model_modules(run)).items())
             for seed in campaign.campaign.seeds:
                 draft = Cell("", index, seed, data, run, params, code=code)
                 cells.append(Cell(_digest(draft.describe()), index, seed, data, run, params,
                                   table.name, setting, code))
     return _distinct(cells)
+
+
+def _model_modules(run: RunConfig) -> tuple[str, ...]:
+    """The module of the factory a run's model comes from when it is not privaudit's (none for a
+    shipped name or a torchvision architecture): its source is part of the cells' identity."""
+    factory = run.model_factory()
+    module = None if factory is None else getattr(factory, "__module__", None)
+    return (module,) if isinstance(module, str) else ()
 
 
 def code_changes(cells: list[Cell], rows: list[dict[str, Any]]) -> list[str]:
@@ -322,15 +331,18 @@ def build_setup(cell: Cell) -> Setup:
         _check_model_size(cell, data.shape, data.num_classes)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cell.seed)
-            module = build_model(run.model, data.shape, data.num_classes, **run.model_options)
+            module = _build_run_model(run, data.shape, data.num_classes)
         if model_task(module) != data.task:
             raise ValueError(f"model '{run.model}' is for {model_task(module)}, dataset '{data.name}' is a "
                              f"{data.task} problem")
+        model = FlatModel(module)
+        if run.model not in MODELS:
+            _check_per_sample_gradients(run.model, model, data.x_train[:CHECK_BATCH], data.y_train[:CHECK_BATCH])
     except (TypeError, ValueError, DataError) as error:
         raise ConfigError(f"{where}: {error}") from None
     return Setup(
         topology=topology,
-        model=FlatModel(module),
+        model=model,
         model_name=run.model,
         data=data,
         local=LocalData(data.x_train, data.y_train, shards),
@@ -339,14 +351,44 @@ def build_setup(cell: Cell) -> Setup:
     )
 
 
+def _build_run_model(run: RunConfig, shape: tuple[int, ...], classes: int) -> torch.nn.Module:
+    """The run's model: a shipped or torchvision one by name, or the one its factory builds
+    (`privaudit.models.build_user_model`)."""
+    factory = run.model_factory()
+    if factory is None:
+        return build_model(run.model, shape, classes, **run.model_options)
+    return build_user_model(factory, run.model, shape, classes, **run.model_options)
+
+
+def _check_per_sample_gradients(name: str, model: FlatModel, x: torch.Tensor, y: torch.Tensor) -> None:
+    """ValueError naming the model when per-sample gradients (`torch.func.vmap` over `grad`, what
+    every clipping defense and every inversion computes) cannot be taken of a model privaudit did
+    not write: a forward pass that reads a tensor's value (`.item()`), branches on data or writes
+    into its input works on a batch and fails only here, so it is refused at `check`, not
+    mid-run. It is taken on the first training records `x`, `y`."""
+    try:
+        per_sample_grads(model, model.initial(), x, y)
+    except (Exception, SystemExit) as error:  # noqa: BLE001 - the model may be a user's: one line
+        raise ValueError(f"model '{name}': per-sample gradients (torch.func.vmap over torch.func.grad) fail on it: "
+                         f"{error_line(error)}") from None
+
+
 def _check_model_size(cell: Cell, shape: tuple[int, ...], classes: int) -> None:
     """ConfigError when the agents' models (agents × parameters) are over the `parameters` limit,
     or the per-sample gradients of a batch (agents × batch × parameters × 4 bytes, what a clipping
     defense forms) over the `memory` limit: the model is built on the meta device first, which
     allocates nothing, so `model_options = { hidden = [100000000] }` is refused in a second
-    instead of exhausting memory."""
-    with torch.device("meta"):
-        probe = build_model(cell.run.model, shape, classes, **cell.run.model_options)
+    instead of exhausting memory. A user's factory that cannot build or run on the meta device
+    (its code reads a value: `.item()`, a tensor made from data) is built on the CPU instead, so
+    its size is checked once it is allocated; an error of its own is then the CPU build's."""
+    try:
+        with torch.device("meta"):
+            probe = _build_run_model(cell.run, shape, classes)
+    except ValueError:
+        if cell.run.model_factory() is None:
+            raise
+        with torch.random.fork_rng(devices=[]):
+            probe = _build_run_model(cell.run, shape, classes)
     size = sum(parameter.numel() for parameter in probe.parameters())
     require("parameters", cell.run.agents * size,
             f"{cell.where}: agents × model parameters = {cell.run.agents:,} × {size:,}")

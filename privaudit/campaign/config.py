@@ -38,13 +38,13 @@ from privaudit.attacks.membership.scores import RMIA_SCORES
 from privaudit.attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
 from privaudit.defenses import DEFENSES
 from privaudit.defenses.base import Defense, DefenseParams
-from privaudit.defenses.external import NO_CONSENT, Consent, _load, origin, resolve
+from privaudit.defenses.external import NO_CONSENT, Consent, _load, load_entry_point, load_path, origin, resolve
 from privaudit.campaign.document import NotACampaignValue, plain, strictly, too_deep, toml_text
 from privaudit.data import DATASETS, PARTITIONS, USER_DATA, Content, Dataset, data_content, is_loader, load_dataset
 from privaudit.errors import UNSAFE, ConfigError, DataError, PrivauditError, escaped, unsafe_character
 from privaudit.files import CAMPAIGN_BYTES, read_regular
 from privaudit.limits import MAX_NESTING, MAX_SEED, MIN_FPR, exceeded, within
-from privaudit.models import MODELS
+from privaudit.models import MODELS, TORCHVISION, check_torchvision
 from privaudit.synthetic import SYNTHETIC
 from privaudit.threats import THREATS
 from privaudit.topology import MIXING_RULES, TOPOLOGIES
@@ -138,9 +138,9 @@ class CampaignInfo(BaseModel):
     name: str = "campaign"
     description: Annotated[str, AfterValidator(lambda value: _printable(value, "\n\t"))] = ""
     seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(default_factory=lambda: [0], min_length=1)
-    imports: list[str] = Field(default_factory=list, description="the modules this campaign's defenses are "
-                               "imported from (kind = 'module:Class'): their code runs, so the campaign says so "
-                               "and the command needs --allow-code")
+    imports: list[str] = Field(default_factory=list, description="the modules this campaign's defenses and "
+                               "models are imported from (kind = 'module:Class', model = 'module:factory'): their "
+                               "code runs, so the campaign says so and the command needs --allow-code")
 
     @field_validator("name")
     @classmethod
@@ -196,15 +196,8 @@ def _dataset(value: str, info: ValidationInfo) -> str:
     if not is_loader(value):
         raise ValueError(f"unknown dataset '{value}' (choose from {', '.join(DATASETS + SYNTHETIC + USER_DATA)}, or "
                          "a loader 'package.module:function')")
-    module = value.partition(":")[0].strip()
     consent = (info.context or {}).get("consent", NO_CONSENT)
-    if module not in consent.listed:
-        raise ValueError(f"dataset '{value}' imports module '{module}', which runs its code: list it in [campaign] "
-                         f"imports = {[*consent.listed, module]!r} and pass --allow-code")
-    if not consent.given:
-        raise ValueError(f"this campaign imports code ({module}, [campaign] imports): read it, then pass "
-                         "--allow-code to run it")
-    if not callable(_load(value, "dataset: ")):
+    if not callable(load_path(value, consent, f"dataset '{value}'")):
         raise ValueError(f"dataset '{value}' is not a function (a loader returns x_train, y_train[, x_test, y_test])")
     return value
 
@@ -308,6 +301,38 @@ def _defense_name(kind: str, info: ValidationInfo) -> str:
     return resolve(kind, (info.context or {}).get("consent", NO_CONSENT)).name
 
 
+MODEL_ENTRY_POINTS = "privaudit.models"
+"""The entry-point group installed packages list their model factories in."""
+
+
+def model_factory(name: str, consent: Consent = NO_CONSENT) -> Any | None:
+    """The factory a model name stands for when it is not privaudit's (a shipped name or
+    `torchvision:<architecture>`, which give None): an import path `package.module:factory`, whose
+    module is imported only with `consent` (the same opt-in as a defense's: `[campaign] imports`
+    and `--allow-code`), or the name of an entry point in the group `privaudit.models` of an
+    installed package; ValueError, one line, naming what is wrong. Callable or not, it is the
+    model builder's to check (`privaudit.models.build_user_model`)."""
+    if name in MODELS or name.startswith(TORCHVISION):
+        return None
+    if ":" in name:
+        return load_path(name, consent, f"model '{name}'")
+    found = load_entry_point(MODEL_ENTRY_POINTS, name)
+    if found is None:
+        raise ValueError(f"unknown model '{name}' (choose from {', '.join(MODELS)}; or torchvision:<architecture>, "
+                         f"an import path 'package.module:factory', or an entry point of group {MODEL_ENTRY_POINTS})")
+    return found
+
+
+def _model_name(name: str, info: ValidationInfo) -> str:
+    """A model the run can build: a shipped name, one of torchvision's classification
+    architectures, or a factory found by `model_factory` with the consent the validation was given
+    (`parse_campaign`'s context); the factory itself is checked when the model is built."""
+    if name.startswith(TORCHVISION):
+        return check_torchvision(name)
+    model_factory(name, (info.context or {}).get("consent", NO_CONSENT))
+    return name
+
+
 class RunConfig(BaseModel):
     """One `[[defense]]` table: the run's shape; every other key is a hyperparameter of `kind`.
 
@@ -319,12 +344,16 @@ class RunConfig(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     kind: Annotated[str, AfterValidator(_defense_name)]
     _origin: str = PrivateAttr("")
+    _consent: Consent = PrivateAttr(NO_CONSENT)
     label: Label = None
     topology: one_of(TOPOLOGIES, "topology") = "ring"
     agents: Annotated[int, AfterValidator(within("agents"))] = Field(8, ge=2)
     mixing: one_of(MIXING_RULES, "mixing rule") = "metropolis"
     edge_prob: float = Field(0.5, gt=0, le=1, description="edge probability (topology = erdos_renyi)")
-    model: one_of(MODELS, "model") = "mlp"
+    model: Annotated[str, AfterValidator(_model_name), Field(description=(
+        "a shipped model (Models, below), 'torchvision:NAME' for a torchvision classification architecture (no "
+        "weights; BatchNorm replaced by GroupNorm), an import path 'package.module:factory' (listed in [campaign] "
+        "imports, with --allow-code) or an installed entry point of group privaudit.models"))] = "mlp"
     model_options: dict[str, Any] = Field(default_factory=dict)
     rounds: Annotated[int, AfterValidator(within("rounds"))] = Field(100, ge=1)
     eval_every: int = Field(10, ge=1)
@@ -372,12 +401,15 @@ class RunConfig(BaseModel):
             combo = dict(zip(keys, values))
             suffix = ", ".join(f"{key}={value}" for key, value in combo.items())
             variants.append(strictly(RunConfig, base | combo | {"label": f"{self.name} ({suffix})"},
-                                     context={_GRID_VARIANT: True}))
+                                     context={_GRID_VARIANT: True, "consent": self._consent}))
         return variants
 
     @model_validator(mode="after")
-    def _remember_origin(self) -> RunConfig:
+    def _remember_origin(self, info: ValidationInfo) -> RunConfig:
+        """Where the defense class was found, and the consent the table was validated with, which
+        its grid's variants are validated with too (a grid may vary `model` over factories)."""
         self._origin = origin(DEFENSES[self.kind])
+        self._consent = (info.context or {}).get("consent", NO_CONSENT)
         return self
 
     def defense(self) -> type[Defense]:
@@ -385,6 +417,13 @@ class RunConfig(BaseModel):
         registered it (a worker process; the table was validated with the consent to import it),
         ValueError when it cannot be."""
         return DEFENSES.get(self.kind) or resolve(self._origin, Consent((self._origin.partition(":")[0],), True))
+
+    def model_factory(self) -> Any | None:
+        """The factory of a model the table names by import path or entry point (None for a shipped
+        name or a torchvision architecture), imported where this process has not imported it yet
+        (a worker process; the table was validated with the consent to import it)."""
+        module = self.model.partition(":")[0].strip()
+        return model_factory(self.model, Consent((module,), True) if ":" in self.model else NO_CONSENT)
 
     def params(self) -> DefenseParams:
         """The defense's hyperparameters, validated by its own `Params` model (strictly, as every

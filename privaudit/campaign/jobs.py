@@ -17,6 +17,7 @@ from typing import Any
 from privaudit.attacks.views import noise
 from privaudit.defenses.base import Defense
 from privaudit.defenses.external import relation_warning
+from privaudit.models import model_note
 from privaudit import __version__
 from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
 from privaudit.campaign.cells import (AttackCell, AuditCell, Cell, MembershipCell, build_defense, cell_claim,
@@ -85,7 +86,14 @@ def training_row(cell: Cell, defense: Defense, metrics: dict[str, float], histor
         "messages": messages,
         "wall_s": wall_s,
         "version": __version__,
-    }
+    } | _model_note(defense)
+
+
+def _model_note(defense: Defense) -> dict[str, str]:
+    """The row's `model_note` when the model changed on the way (`privaudit.models.model_note`:
+    BatchNorm replaced by GroupNorm, ...), so the row says what was trained; nothing otherwise."""
+    note = model_note(defense.setup.model.module)
+    return {"model_note": note} if note else {}
 
 
 def headline(metrics: dict[str, float]) -> str:

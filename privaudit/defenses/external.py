@@ -35,6 +35,11 @@ bytes each module was imported from), so editing it reruns them. A process that 
 before it was edited (a notebook calling `privaudit.run` twice) imports it anew when a campaign
 names it again (`resolve`), so the hash always names the code that runs.
 `examples/laplace_gossip.py` and `examples/share_gossip.py` are complete third-party defenses with their views.
+
+A model factory named by path (`model = "mypkg.models:build"`) is imported the same way, with the
+same consent (`load_path`), and its module is part of its cells' identity the same way
+(`plugin_code`'s `others`); one named by entry point is found in its own group
+(`load_entry_point`).
 """
 
 from __future__ import annotations
@@ -69,11 +74,11 @@ class Consent:
     listed: tuple[str, ...] = ()
     given: bool = False
 
-    def check(self, module: str) -> None:
+    def check(self, module: str, what: str = "a defense kind") -> None:
         """Nothing when `module` may be imported; else ValueError saying what the campaign or the
-        user must do."""
+        user must do. `what` names the field that imports it (a defense's kind, a model)."""
         if module not in self.listed:
-            raise ValueError(f"a defense kind imports module '{module}', which runs its code: list it in [campaign] "
+            raise ValueError(f"{what} imports module '{module}', which runs its code: list it in [campaign] "
                              f"imports = {[*self.listed, module]!r} and pass --allow-code")
         if not self.given:
             raise ValueError(f"this campaign imports code ({module}, [campaign] imports): read it, then pass "
@@ -92,10 +97,7 @@ def resolve(kind: str, consent: Consent = NO_CONSENT) -> type[Defense]:
     if kind in DEFENSES:
         return DEFENSES[kind]
     if ":" in kind:
-        module = kind.partition(":")[0].strip()
-        consent.check(module)
-        _reload_edited([*consent.listed, module])
-        return _register(_checked(_load(kind), kind))
+        return _register(_checked(load_path(kind, consent), kind))
     entry = _entry_point(kind)
     if entry is None:
         names = list(DEFENSES) + sorted(set(_entry_point_names()) - set(DEFENSES))
@@ -108,6 +110,27 @@ def resolve(kind: str, consent: Consent = NO_CONSENT) -> type[Defense]:
         raise ValueError(f"{where} loads a defense named '{found.name}': the entry point's name must be the "
                          "class's name")
     return _register(found)
+
+
+def load_path(path: str, consent: Consent = NO_CONSENT, what: str = "a defense kind") -> object:
+    """The object at the import path `package.module:attribute` that a campaign names (a defense's
+    class, a model's factory), its module imported only with `consent` (`what` names the field in
+    the error) and imported anew when its file was edited since this process imported it
+    (`_reload_edited`); ValueError, one line, naming what is wrong."""
+    module = path.partition(":")[0].strip()
+    consent.check(module, what)
+    _reload_edited([*consent.listed, module])
+    return _load(path)
+
+
+def load_entry_point(group: str, name: str) -> object | None:
+    """The object the installed entry point `name` of `group` loads (installing its package is the
+    consent to its code), None when no package installs one; ValueError naming the entry point
+    when it cannot be loaded."""
+    entry = _entry_point(name, group)
+    if entry is None:
+        return None
+    return _load(f"{entry.module}:{entry.attr}", f"entry point '{name}' of group {group}: ")
 
 
 SHIPPED = frozenset(DEFENSES)
@@ -205,15 +228,17 @@ def source_digest(name: str) -> str | None:
     return _SOURCES[module]
 
 
-def plugin_code(cls: type[Defense], imports: Sequence[str] = ()) -> dict[str, str]:
-    """The code of a defense written outside privaudit that its cells run, as module → digest of
-    its source (`source_digest`): the class's module and every module of `[campaign] imports` this
-    process has imported (a view module beside the class). Empty for a shipped defense, whose
-    cells' ids therefore never change with this. Each module counts its own file only: a module it
-    imports in turn counts when the campaign lists it too."""
-    if cls.name in SHIPPED:
+def plugin_code(cls: type[Defense], imports: Sequence[str] = (), others: Sequence[str] = ()) -> dict[str, str]:
+    """The code written outside privaudit that a run's cells run, as module → digest of its source
+    (`source_digest`): the defense class's module unless privaudit ships it, the modules `others`
+    (a model factory's), and, when either is there, every module of `[campaign] imports` this
+    process has imported (a view module beside the class). Empty for a shipped defense on a shipped
+    model, whose cells' ids therefore never change with this. Each module counts its own file
+    only: a module it imports in turn counts when the campaign lists it too."""
+    own = set(others) | ({cls.__module__} if cls.name not in SHIPPED else set())
+    if not own:
         return {}
-    modules = sorted({cls.__module__, *imports})
+    modules = sorted(own | set(imports))
     return {name: digest for name in modules if (digest := source_digest(name)) is not None}
 
 
@@ -325,8 +350,8 @@ def _import_once(module: str, where: str) -> ModuleType:
         raise ValueError(f"{where}importing module '{module}' failed: it called sys.exit({error.code!r})") from None
 
 
-def _entry_point(name: str) -> metadata.EntryPoint | None:
-    return next(iter(metadata.entry_points(group=ENTRY_POINTS, name=name)), None)
+def _entry_point(name: str, group: str = ENTRY_POINTS) -> metadata.EntryPoint | None:
+    return next(iter(metadata.entry_points(group=group, name=name)), None)
 
 
 def _entry_point_names() -> list[str]:
