@@ -35,3 +35,26 @@ def tiny_results(tmp_path_factory):
                         '[[defense]]\nkind = "dpsgd"\nagents = 4\nrounds = 2\neval_every = 2\nbatch_size = 8\n')
     assert main(["run", str(campaign), "--out", str(out), "--quiet"]) == 0
     return out
+
+
+@pytest.fixture
+def third_party():
+    """Defenses loaded by a test leave no trace: the view registries and the imported example
+    modules (and the test's own plugin module `mute_gossip`) are restored afterwards, since other
+    tests check that nothing imported the examples."""
+    import sys
+
+    from privaudit.attacks import views
+    from privaudit.defenses import DEFENSES
+
+    registries = [DEFENSES, views.EXTRACTORS, views.MODEL_VIEWS, views.CHANNELS, views.DYNAMICS, views.NOISE,
+                  views.BATCH_SIZES]
+    saved = [dict(registry) for registry in registries]
+    modules = set(sys.modules)
+    yield
+    for registry, before in zip(registries, saved):
+        registry.clear()
+        registry.update(before)
+    for name in set(sys.modules) - modules:
+        if name.split(".")[0] in ("examples", "mute_gossip"):
+            del sys.modules[name]

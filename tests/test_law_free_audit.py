@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ElementTree
-import sys
 from pathlib import Path
 
 import pytest
 
 from privaudit.attacks import views
 from privaudit.attacks.audit.canary_audit import audit_game
-from privaudit.defenses import DEFENSES
 from privaudit.defenses.external import Consent, resolve
 from privaudit.campaign.audit_findings import game_for_table
 from privaudit.cli import main
@@ -30,23 +28,6 @@ from privaudit.errors import ConfigError
 ROOT = Path(__file__).resolve().parent.parent
 SHARE_GOSSIP = ROOT / "examples" / "share_gossip.py"
 DATA = {"dataset": "digits", "max_train": 40}
-
-
-@pytest.fixture
-def third_party():
-    """Defenses loaded by a test leave no trace: the registries and the imported example modules
-    are restored afterwards (other tests check that nothing imported the examples)."""
-    registries = [DEFENSES, views.EXTRACTORS, views.MODEL_VIEWS, views.CHANNELS, views.DYNAMICS, views.NOISE,
-                  views.BATCH_SIZES]
-    saved = [dict(registry) for registry in registries]
-    modules = set(sys.modules)
-    yield
-    for registry, before in zip(registries, saved):
-        registry.clear()
-        registry.update(before)
-    for name in set(sys.modules) - modules:
-        if name.split(".")[0] in ("examples", "mute_gossip"):
-            del sys.modules[name]
 
 
 def test_null_law_free_audits_find_nothing_in_19_of_20_seeds():

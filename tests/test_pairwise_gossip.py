@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +24,6 @@ from privaudit.attacks.audit.canary_audit import audit_game
 from privaudit.attacks.extraction import Extractor, Target, own, span
 from privaudit.campaign.audit_findings import game_for_table
 from privaudit.cli import main
-from privaudit.defenses import DEFENSES
 from privaudit.defenses.external import Consent, resolve
 from privaudit.errors import ConfigError
 from privaudit.topology import Topology
@@ -37,22 +35,6 @@ CAMPAIGN = ROOT / "examples" / "pairwise_gossip.toml"
 DATA = {"dataset": "digits", "max_train": 80}
 TABLE = {"kind": "pairwise_gossip", "topology": "complete", "agents": 4, "model": "logreg", "rounds": 1,
          "eval_every": 1, "batch_size": 20, "sigma": 10.0}
-
-
-@pytest.fixture
-def third_party():
-    """The example's registrations and module leave no trace in other tests."""
-    registries = [DEFENSES, views.EXTRACTORS, views.MODEL_VIEWS, views.CHANNELS, views.DYNAMICS, views.NOISE,
-                  views.BATCH_SIZES]
-    saved = [dict(registry) for registry in registries]
-    modules = set(sys.modules)
-    yield
-    for registry, before in zip(registries, saved):
-        registry.clear()
-        registry.update(before)
-    for name in set(sys.modules) - modules:
-        if name.split(".")[0] == "examples":
-            del sys.modules[name]
 
 
 def _knowing() -> Extractor:
