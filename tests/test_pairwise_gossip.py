@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from privaudit.attacks import views
 from privaudit.attacks.audit.canary_audit import audit_game
 from privaudit.attacks.extraction import Extractor, Target, own, span
 from privaudit.campaign.audit_findings import game_for_table
