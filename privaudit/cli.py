@@ -355,12 +355,14 @@ def _common() -> argparse.ArgumentParser:
 
 
 def _code() -> argparse.ArgumentParser:
-    """The opt-in of commands that read a campaign: a defense imported by path runs its module."""
+    """The opt-in of commands that read a campaign: a defense, model or data loader imported by path
+    runs its module."""
     code = argparse.ArgumentParser(add_help=False)
     code.add_argument("--allow-code", action="store_true",
-                      help="import the modules the campaign lists in [campaign] imports (kind = 'module:Class'), "
-                      "which runs their code; without it such a campaign is refused. Installed entry points and "
-                      "shipped defenses need no flag")
+                      help="import the modules the campaign lists in [campaign] imports (a defense kind = "
+                      "'module:Class', a model = 'module:factory', a dataset = 'module:loader'), which runs their "
+                      "code; without it such a campaign is refused. Installed entry points and what privaudit "
+                      "ships need no flag")
     return code
 
 

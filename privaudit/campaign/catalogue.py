@@ -309,7 +309,8 @@ def _topologies_text(found: dict[str, Any]) -> list[str]:
 
 
 def _models_text(found: list[dict[str, Any]]) -> list[str]:
-    lines = ["models (model = ...; model_options = {...})"]
+    lines = ["models (model = ...; model_options = {...}; also \"torchvision:NAME\" or \"package.module:factory\" "
+             "with --allow-code)"]
     for entry in found:
         options = ", ".join(f"{option['name']} = {_value(option['default'])}" for option in entry["options"])
         lines.append(f"  {entry['name']} — {entry['description']}" + (f" Options: {options}." if options else ""))
@@ -445,7 +446,10 @@ def _topologies_markdown(found: dict[str, Any]) -> list[str]:
 
 
 def _models_markdown(found: list[dict[str, Any]]) -> list[str]:
-    lines = ["## Models", "", "`model = \"...\"` and `model_options = {...}` in a `[[defense]]` table.", "",
+    lines = ["## Models", "", "`model = \"...\"` and `model_options = {...}` in a `[[defense]]` table: a name below, "
+             "`\"torchvision:NAME\"` (a torchvision classification architecture, without weights, BatchNorm "
+             "replaced by GroupNorm), or a factory of your own, `\"package.module:factory\"` (with `--allow-code`; "
+             "docs/extending.md, \"Your model\").", "",
              "| model | description | options (`model_options`) |", "| --- | --- | --- |"]
     for entry in found:
         options = ", ".join(_code(f"{option['name']} = {_value(option['default'])}") for option in entry["options"])
