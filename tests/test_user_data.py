@@ -71,7 +71,10 @@ def test_an_image_folder_trains_and_its_rows_name_the_folder_and_its_hash(tmp_pa
     pixels[0, 0] = 255 - pixels[0, 0]
     Image.fromarray(pixels).save(folder / "dog" / "03.png")
     assert (folder / "dog" / "03.png").read_bytes() != first
-    assert main(["run", path, "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["run", path, "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"data image folder {folder}: 64 images" in said and "changed since 1 finished cells: they run again" in said
     rows = _training_rows(out)
     assert len(rows) == 2 and rows[0]["cell"] != rows[1]["cell"]
     assert rows[1]["config"]["data"]["content"]["sha256"] != content["sha256"]

@@ -8,7 +8,7 @@ configuration (data, run shape, validated hyperparameters, seed, and for a findi
 the same cell has the same id in every run of every campaign that contains it, and a re-run
 skips the cells already in the results. The cells of a defense written outside privaudit also
 hash the source of its modules (`privaudit.defenses.external.plugin_code`), so editing them reruns
-those cells (`code_changes` says so); a shipped defense's cells hash no code, and keep their ids.
+those cells (`input_changes` says so); a shipped defense's cells hash no code, and keep their ids.
 A user's own data is pinned to its content when the cells are planned (`DataConfig.pinned`): its
 source and SHA-256 are part of the data's dump, so an edited image folder gives new cells too.
 """
@@ -268,29 +268,55 @@ def _model_modules(run: RunConfig) -> tuple[str, ...]:
     return (module,) if isinstance(module, str) else ()
 
 
-def code_changes(cells: list[Cell], rows: list[dict[str, Any]]) -> list[str]:
-    """One line per set of plugin modules whose source changed since finished cells ran them:
-    the finished training rows whose configuration is a cell's of `cells` in all but the code
-    (`Cell.code`), and the finding rows on them, are computed again under the cells' new ids.
-    Rows written before privaudit hashed a module's source record none, and are said apart."""
-    current = {_digest(_codeless(cell.describe())): cell for cell in cells if cell.code}
-    stale: dict[str, tuple[str, ...]] = {}
+def input_changes(cells: list[Cell], rows: list[dict[str, Any]]) -> list[str]:
+    """One line per plugin module whose source, or user dataset whose content, changed since
+    finished cells used it: the finished training rows whose configuration is a cell's of `cells`
+    in all but the code (`Cell.code`) and the data's content hash, and the finding rows on them,
+    are computed again under the cells' new ids. Rows written before privaudit hashed a module's
+    source record none, and are said apart."""
+    current = {_digest(_unpinned(cell.describe())): cell for cell in cells
+               if cell.code or _content(cell.describe())}
+    stale: dict[str, tuple[str | None, ...]] = {}
     for row in rows:
         config = row.get("config")
         if row.get("type") != "training" or not isinstance(config, dict):
             continue
-        cell = current.get(_digest(_codeless(config)))
+        cell = current.get(_digest(_unpinned(config)))
         if cell is not None and row.get("cell") != cell.id:
-            recorded = config.get("code")
-            stale[row["cell"]] = _edited(dict(cell.code), recorded) if isinstance(recorded, dict) else ()
-    counts: dict[tuple[str, ...], int] = {}
+            stale[row["cell"]] = _changed(cell.describe(), config)
+    counts: dict[str | None, int] = {}
     for row in rows:
         training = row.get("cell") if row.get("type") == "training" else row.get("training")
-        if training in stale:
-            counts[stale[training]] = counts.get(stale[training], 0) + 1
-    return [(f"plugin module {', '.join(modules)} changed since {count} finished cells: they run again" if modules
+        for what in stale.get(training, ()):
+            counts[what] = counts.get(what, 0) + 1
+    return [(f"{what} changed since {count} finished cells: they run again" if what is not None
              else f"{count} finished cells of a plugin record no hash of its source (computed before privaudit "
-                  "hashed it): they run again") for modules, count in counts.items()]
+                  "hashed it): they run again") for what, count in counts.items()]
+
+
+def _changed(described: dict[str, Any], recorded: dict[str, Any]) -> tuple[str | None, ...]:
+    """What differs between a cell's configuration and a row's, in words: the plugin modules
+    edited ("plugin module m"; None when the row records no hash of them) and the dataset whose
+    content changed ("data <source>")."""
+    found: list[str | None] = []
+    code, kept = described.get("code") or {}, recorded.get("code")
+    if code and not isinstance(kept, dict):
+        found.append(None)
+    elif code or kept:
+        modules = _edited(dict(code), kept)
+        if modules:
+            found.append(f"plugin module {', '.join(modules)}")
+    content = _content(described)
+    if content is not None and content != _content(recorded):
+        found.append(f"data {content.get('source', '?')}")
+    return tuple(found)
+
+
+def _content(described: dict[str, Any]) -> dict[str, Any] | None:
+    """The content record of a configuration's user dataset (`[data]`'s `content`), or None."""
+    data = described.get("data")
+    content = data.get("content") if isinstance(data, dict) else None
+    return content if isinstance(content, dict) else None
 
 
 def _edited(code: dict[str, str], recorded: dict[str, Any]) -> tuple[str, ...]:
@@ -298,9 +324,13 @@ def _edited(code: dict[str, str], recorded: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(name for name in {*code, *recorded} if code.get(name) != recorded.get(name)))
 
 
-def _codeless(described: dict[str, Any]) -> dict[str, Any]:
-    """A training cell's configuration without its code (`Cell.describe`)."""
-    return {key: value for key, value in described.items() if key != "code"}
+def _unpinned(described: dict[str, Any]) -> dict[str, Any]:
+    """A training cell's configuration without what pins it to its inputs' contents: its code
+    (`Cell.describe`) and its user dataset's content hash."""
+    found = {key: value for key, value in described.items() if key != "code"}
+    if isinstance(found.get("data"), dict):
+        found["data"] = {key: value for key, value in found["data"].items() if key != "content"}
+    return found
 
 
 def expand_all(campaign: Campaign) -> tuple[list[Cell], list[AttackCell], list[MembershipCell], list[AuditCell]]:

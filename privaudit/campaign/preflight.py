@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from privaudit.campaign.audit_findings import audit_reach
-from privaudit.campaign.cells import code_changes, expand_all
+from privaudit.campaign.cells import expand_all, input_changes
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.estimates import Estimate, estimate
 from privaudit.campaign.jobs import AuditJob, TrainingJob, plan_jobs
@@ -112,5 +112,5 @@ def preflight(campaign: Campaign, out: str | Path, force: bool = False, progress
     return Preflight(campaign.campaign.name, out,
                      dict(zip(KINDS, (len(cells), len(attacks), len(memberships), len(audits)))),
                      _pending(jobs), defenses, findings,
-                     campaign.warnings() + code_changes(cells, rows) + warnings, timed,
+                     campaign.warnings() + input_changes(cells, rows) + warnings, timed,
                      [line for job in jobs if isinstance(job, AuditJob) and (line := audit_reach(job.cell))])

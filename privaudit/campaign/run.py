@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from privaudit.campaign.cells import code_changes, expand
+from privaudit.campaign.cells import expand, input_changes
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.executors import Executor, InProcess
 from privaudit.campaign.jobs import Job, plan_jobs, run_job
@@ -50,7 +50,7 @@ folder not laid out as a run leaves it (a planted link, a folder where the repor
         if reading.skipped:
             say(f"warning: {reading.summary()}; their cells run again")
         if not force:
-            for line in code_changes(expand(campaign), reading.rows):
+            for line in input_changes(expand(campaign), reading.rows):
                 say(line)
         warnings: list[str] = []
         jobs, total = plan_jobs(campaign, set() if force else {row["cell"] for row in reading.rows}, warnings)
