@@ -105,7 +105,7 @@ def resolve(kind: str, consent: Consent = NO_CONSENT) -> type[Defense]:
                          "'package.module:Class')")
     where = f"entry point '{kind}' of group {ENTRY_POINTS}"
     path = f"{entry.module}:{entry.attr}"
-    found = _checked(_load(path, f"{where}: "), path)
+    found = _checked(load_attribute(path, f"{where}: "), path)
     if found.name != kind:
         raise ValueError(f"{where} loads a defense named '{found.name}': the entry point's name must be the "
                          "class's name")
@@ -120,7 +120,7 @@ def load_path(path: str, consent: Consent = NO_CONSENT, what: str = "a defense k
     module = path.partition(":")[0].strip()
     consent.check(module, what)
     _reload_edited([*consent.listed, module])
-    return _load(path)
+    return load_attribute(path)
 
 
 def load_entry_point(group: str, name: str) -> object | None:
@@ -130,7 +130,7 @@ def load_entry_point(group: str, name: str) -> object | None:
     entry = _entry_point(name, group)
     if entry is None:
         return None
-    return _load(f"{entry.module}:{entry.attr}", f"entry point '{name}' of group {group}: ")
+    return load_attribute(f"{entry.module}:{entry.attr}", f"entry point '{name}' of group {group}: ")
 
 
 SHIPPED = frozenset(DEFENSES)
@@ -298,9 +298,10 @@ def _register(found: type[Defense]) -> type[Defense]:
     return found
 
 
-def _load(path: str, where: str = "") -> object:
+def load_attribute(path: str, where: str = "") -> object:
     """The object at the import path `module:attribute` (the attribute may be dotted); `where`
-    prefixes the error."""
+    prefixes the error. No consent is asked here: callers check it first (`load_path`, a campaign's
+    validated data loader)."""
     module_name, _, attribute = (part.strip() for part in path.partition(":"))
     if not module_name or not attribute or ":" in attribute:
         raise ValueError(f"{where}'{path}' is not an import path 'package.module:Class'")
