@@ -38,7 +38,8 @@ from privaudit.attacks.membership.scores import RMIA_SCORES
 from privaudit.attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
 from privaudit.defenses import DEFENSES
 from privaudit.defenses.base import Defense, DefenseParams
-from privaudit.defenses.external import NO_CONSENT, Consent, load_attribute, load_entry_point, load_path, origin, resolve
+from privaudit.defenses.external import (NO_CONSENT, Consent, load_attribute, load_entry_point, load_path, origin,
+                                         resolve)
 from privaudit.campaign.document import NotACampaignValue, plain, strictly, too_deep, toml_text
 from privaudit.data import DATASETS, PARTITIONS, USER_DATA, Content, Dataset, data_content, is_loader, load_dataset
 from privaudit.errors import UNSAFE, ConfigError, DataError, PrivauditError, escaped, unsafe_character

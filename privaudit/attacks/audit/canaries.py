@@ -190,8 +190,9 @@ def probe_rows(parameters: int) -> int:
     """The most probed gradients the search for quiet directions may stack: `_PROBE_ROWS`, fewer
     where their float32 and float64 copies (12 bytes an entry) would pass the `memory` limit. The
     MLP of a 64-image 32 × 32 RGB folder (394,634 parameters) asked for 19 GB at 4,096 rows (its
-    process reached 22 GB); a ResNet-18 (11 M parameters) keeps about 60. Fewer rows leave the directions quiet for fewer of the victim's gradients:
-    the audit's bound stays valid (any direction gives one), only its power may drop."""
+    process reached 22 GB); a ResNet-18 (11 M parameters) keeps about 60. Fewer rows leave the
+    directions quiet for fewer of the victim's gradients: the audit's bound stays valid (any
+    direction gives one), only its power may drop."""
     fitting = limit("memory") * 2**20 // (12 * max(parameters, 1))
     if fitting < 1:
         require("memory", math.ceil(12 * parameters / 2**20),
