@@ -96,8 +96,23 @@ def _summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "topology": f"{runs[0]['config']['run']['topology']} × {runs[0]['config']['run']['agents']}",
             "messages": runs[0]["messages"],
             "wall_s": _mean_wall(runs),
-        })
+        } | _model_and_data(runs[0]))
     return table
+
+
+def _model_and_data(row: dict[str, Any]) -> dict[str, str]:
+    """What a run trained and on what: the model (its options, and the row's `model_note` when
+    privaudit changed it, e.g. BatchNorm replaced by GroupNorm) and the data (a user's folder,
+    array file or loader by its source line and the start of its content hash, so a reader can
+    tell which data the results came from)."""
+    config = row.get("config") or {}
+    run, data = config.get("run") or {}, config.get("data") or {}
+    options = run.get("model_options") or {}
+    model = str(run.get("model", "?")) + (f" {options}" if options else "")
+    content = data.get("content") if isinstance(data.get("content"), dict) else None
+    source = (f"{content.get('source', '?')} (SHA-256 {str(content.get('sha256', '?'))[:12]}…)" if content
+              else str(data.get("dataset", "?")))
+    return {"model": model, "model_note": str(row.get("model_note") or ""), "data": source}
 
 
 def _mean_wall(runs: list[dict[str, Any]]) -> str:
