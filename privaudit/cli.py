@@ -396,7 +396,7 @@ def _installed_weights() -> int:
     from privaudit import weights
 
     used = weights.scoring_path()
-    where = f"{weights.VARIABLE}" if os.environ.get(weights.VARIABLE, "").strip() else (
+    where = weights.VARIABLE if os.environ.get(weights.VARIABLE, "").strip() else (
         f"torch hub's checkpoints; set {weights.VARIABLE} for another folder")
     print(printable(f"LPIPS backbone (AlexNet trunk) folder: {weights.directory()} ({where})"))
     for what, path, present in weights.installed():

@@ -30,7 +30,7 @@ import urllib.error
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import torch
@@ -54,6 +54,7 @@ the only shapes it takes (its linear layers expect 64, 192, 384, 256 and 256 cha
 
 _HASH_IN_NAME = re.compile(r"-([a-f0-9]+)\.")
 _CHUNK = 1 << 20
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ def download(fetch: Callable[[str, str], None] | None = None) -> tuple[Backbone,
     url = published_url()
     fetch = fetch or (lambda address, path: torch.hub.download_url_to_file(address, path, progress=True))
 
-    def fetched(staging: Path) -> None:
+    def fetched(staging: Path) -> Backbone:
         try:
             fetch(url, str(staging))
         except (urllib.error.URLError, OSError) as error:
@@ -205,21 +206,23 @@ def download(fetch: Callable[[str, str], None] | None = None) -> tuple[Backbone,
         if not found.published:
             raise PrivauditError(f"the file downloaded from {url} has SHA-256 {found.sha256[:8]}…, not the "
                                  f"published {published_prefix()}…; nothing was installed")
+        return found
 
-    _place(fetched, target)
-    return read(target)[1], True
+    return Backbone(target, _place(fetched, target).sha256, True), True
 
 
-def _place(write: Callable[[Path], None], target: Path) -> None:
+def _place(write: Callable[[Path], T], target: Path) -> T:
     """Write `target` through a staging file beside it, moved into place only once `write` has
-    finished without error: scoring never sees half a file, and a failure leaves nothing behind."""
+    finished without error: scoring never sees half a file, and a failure leaves nothing behind.
+    Returns what `write` returns."""
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(dir=target.parent, prefix=".partial-", suffix=".pth")
     os.close(handle)
     staging = Path(name)
     try:
-        write(staging)
+        written = write(staging)
         os.replace(staging, target)
+        return written
     finally:
         staging.unlink(missing_ok=True)
 

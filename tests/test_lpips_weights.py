@@ -232,10 +232,21 @@ def test_weights_lpips_downloads_once_into_the_folder_and_checks_it(folder, monk
     assert score_reconstruction(HALF.normalise(_images(seed=1)), x, HALF).lpips_status == "ok"
 
 
+def test_a_damaged_published_file_is_downloaded_again(folder, monkeypatch, stand_in, capsys):
+    name = _publish(monkeypatch, stand_in)
+    folder.mkdir()
+    (folder / name).write_bytes(b"truncated")
+    calls = []
+    monkeypatch.setattr(torch.hub, "download_url_to_file", _fake_download(stand_in, calls))
+    assert main(["weights", "lpips"]) == 0
+    assert len(calls) == 1 and (folder / name).read_bytes() == stand_in.read_bytes()
+
+
 def test_a_download_that_is_not_the_published_file_is_refused(folder, monkeypatch, stand_in, capsys):
     monkeypatch.setattr(torch.hub, "download_url_to_file", _fake_download(stand_in, []))
     error = one_line_error(capsys, ["weights", "lpips"])
-    assert f"has SHA-256 {weights.sha256(stand_in)[:8]}…, not the published 7be5be79…; nothing was installed" in error
+    digest = weights.sha256(stand_in)[:8]
+    assert f"has SHA-256 {digest}…, not the published 7be5be79…; nothing was installed" in error
     assert list(folder.iterdir()) == []
 
 
