@@ -18,6 +18,9 @@
                                                            kind (`privaudit.reports.gate`)
     privaudit audit MECHANISM [--param K=V ...] [--json]   empirical DP lower bound of a mechanism vs its claim
         [--claim-eps E [--claim-delta D]]                  … or vs a claim you state
+    privaudit weights                                      the LPIPS backbone files: where they go, which are there
+    privaudit weights lpips [--from FILE]                  fetch torchvision's AlexNet weights once (online), or
+                                                           install a weights file you have (privaudit.weights)
     every command: [--threads N]                           torch's CPU threads (default 1; see privaudit.threads)
 
 Exit status: 0 done (the gate passed); 1 the privacy gate failed; 2 a `PrivauditError` (bad field,
@@ -366,6 +369,45 @@ def _code() -> argparse.ArgumentParser:
     return code
 
 
+def _weights(args: argparse.Namespace) -> int:
+    from privaudit import weights
+
+    if args.name is None:
+        if args.source is not None:
+            raise UsageError("weights: --from installs a backbone; name it: privaudit weights lpips --from FILE")
+        return _installed_weights()
+    if args.source is not None:
+        found, fetched = weights.install_from(args.source), False
+    else:
+        found, fetched = weights.download()
+    what = ("torchvision's published ImageNet AlexNet weights" if found.published
+            else "a user file, not torchvision's published ImageNet weights: every LPIPS scored with it says so")
+    done = "installed" if args.source is not None else "downloaded" if fetched else "already installed"
+    print(printable(f"{done}: {found.path} (sha256 {found.sha256[:8]}…), {what}"))
+    published = weights.published_path()
+    if not found.published and published.is_file():
+        print(printable(f"note: scoring uses {published} first (torchvision's published weights); remove it to "
+                        "score with this file"))
+    return 0
+
+
+def _installed_weights() -> int:
+    """`privaudit weights`: the folder, each backbone file it can hold, and which one scoring uses."""
+    from privaudit import weights
+
+    used = weights.scoring_path()
+    where = weights.VARIABLE if os.environ.get(weights.VARIABLE, "").strip() else (
+        f"torch hub's checkpoints; set {weights.VARIABLE} for another folder")
+    print(printable(f"LPIPS backbone (AlexNet trunk) folder: {weights.directory()} ({where})"))
+    for what, path, present in weights.installed():
+        mark = "used by scoring" if path == used else "installed" if present else "absent"
+        print(printable(f"  {path.name:<28} {mark:<16} {what}"))
+    if used is None:
+        print("LPIPS is reported unavailable until one is installed: privaudit weights lpips (online), or "
+              "privaudit weights lpips --from FILE")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="privaudit", description="Audit private decentralized learning.")
     parser.add_argument("--version", action="version", version=f"privaudit {__version__}")
@@ -446,6 +488,19 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--seed", type=_whole(0), default=0, help="random seed (default 0)")
     audit.add_argument("--json", action="store_true", help="one JSON object")
     audit.set_defaults(handler=_audit)
+
+    weighting = commands.add_parser(
+        "weights", parents=common, help="the LPIPS backbone: which weights are installed, fetch them, or install a file",
+        description="LPIPS needs ImageNet AlexNet weights that no dependency ships. Without a name: the files "
+        "scoring looks for and which are there. `weights lpips` downloads torchvision's published weights once into "
+        "torch hub's cache (or PRIVAUDIT_WEIGHTS) and checks their hash; offline, `--from FILE` installs a file you "
+        "have (read with torch.load(weights_only=True), checked for AlexNet's feature layers).")
+    weighting.add_argument("name", nargs="?", choices=("lpips",), help="the backbone to install: lpips (AlexNet)")
+    weighting.add_argument("--from", dest="source", metavar="FILE",
+                           help="install this weights file instead of downloading: a state dict holding AlexNet's "
+                           "features.N.weight/bias (a whole torchvision alexnet state dict will do); one that is not "
+                           "torchvision's published file is used, and every LPIPS scored with it says so")
+    weighting.set_defaults(handler=_weights)
     return parser
 
 

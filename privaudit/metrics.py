@@ -22,11 +22,13 @@ Scores:
   window is the largest odd size ≤ min(7, H, W) (5×5 for a 5-pixel side); images with a side
   below 3 pixels have no SSIM and are rejected.
 * LPIPS (Zhang et al. 2018), AlexNet variant, from the `lpips` package: its linear layers ship
-  inside the package, its AlexNet trunk needs torchvision's ImageNet weights, which are read only
-  from the torch hub cache (`alexnet_weights_path()`). When the file is missing or is not the
-  published one (its SHA-256 must start with the prefix in its name, torch hub's convention),
-  LPIPS is `None` and `lpips_status` says why; it is never computed with a random trunk and
-  nothing is downloaded. AlexNet's two 3×3 stride-2 max pools need inputs of at least
+  inside the package, its AlexNet trunk needs ImageNet weights, read from the file
+  `privaudit.weights` says (torchvision's published weights in torch hub's cache, or a file the
+  user installed with `privaudit weights lpips --from FILE`); nothing is downloaded here. With no
+  file, or a file that is not what its name says or lacks AlexNet's feature layers, LPIPS is
+  `None` and `lpips_status` says why; it is never computed with a random trunk. A score made with
+  a file other than the published weights says so in `lpips_status` and `lpips_backbone`: it is
+  not the published metric. AlexNet's two 3×3 stride-2 max pools need inputs of at least
   `LPIPS_MIN_SIDE` pixels; smaller images (digits, LFW) have no LPIPS either, with that reason.
 * Label accuracy: the fraction of pairs whose reconstructed label equals the original's.
 """
@@ -34,13 +36,11 @@ Scores:
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
-import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,11 +48,12 @@ from scipy.optimize import linear_sum_assignment
 from skimage.metrics import structural_similarity
 from torch import Tensor
 
+from privaudit import weights
 from privaudit.data import Normalisation
+from privaudit.errors import ConfigError, PrivauditError
 
 SSIM_WINDOW = 7
 LPIPS_MIN_SIDE = 31
-_HASH_IN_NAME = re.compile(r"-([a-f0-9]+)\.")
 # lpips' AlexNet trunk cuts torchvision's `features` into five slices at these indices.
 _LPIPS_SLICES = (
     (1, range(2)), (2, range(2, 5)), (3, range(5, 8)), (4, range(8, 10)), (5, range(10, 12))
@@ -63,7 +64,8 @@ _LPIPS_SLICES = (
 class Scores:
     """Reconstruction scores: batch means over the pairs, per-image values (in the order of the
     paired originals) and the assignment `pairs[i]` = index of the reconstruction paired with
-    original i (−1 when original i was left unpaired: fewer reconstructions than originals)."""
+    original i (−1 when original i was left unpaired: fewer reconstructions than originals);
+    `lpips_backbone` is the weights file LPIPS was computed with (`Backbone.record`), or None."""
 
     mse: float
     psnr: float
@@ -73,8 +75,9 @@ class Scores:
     label_acc: float | None
     per_image: dict[str, list[float]] = field(repr=False)
     pairs: tuple[int, ...] = field(repr=False)
+    lpips_backbone: dict[str, Any] | None = None
 
-    def summary(self) -> dict[str, float | str | None]:
+    def summary(self) -> dict[str, Any]:
         """The batch scores as a plain dict, for results and reports."""
         return {
             "mse": self.mse,
@@ -82,6 +85,7 @@ class Scores:
             "ssim": self.ssim,
             "lpips": self.lpips,
             "lpips_status": self.lpips_status,
+            "lpips_backbone": self.lpips_backbone,
             "label_acc": self.label_acc,
         }
 
@@ -103,7 +107,7 @@ def score_reconstruction(
 
     per_image = _pixel_scores(rec, orig)
     mse, psnr, ssim = per_image["mse"], per_image["psnr"], per_image["ssim"]
-    lpips_values, lpips_status = _lpips(rec.float(), orig.float())
+    lpips_values, lpips_status, backbone = _lpips(rec.float(), orig.float())
     if lpips_values is not None:
         per_image["lpips"] = lpips_values
 
@@ -124,6 +128,7 @@ def score_reconstruction(
         label_acc=label_acc,
         per_image=per_image,
         pairs=tuple(assignment),
+        lpips_backbone=None if backbone is None else backbone.record(),
     )
 
 
@@ -181,53 +186,50 @@ def _ssim(a: np.ndarray, b: np.ndarray) -> float:
     return float(structural_similarity(a, b, win_size=window, data_range=1.0, channel_axis=0))
 
 
-def alexnet_weights_path() -> Path:
-    """Where torch hub caches torchvision's ImageNet AlexNet weights (the file name comes from the
-    installed torchvision, so it follows whatever weights its `alexnet` would download)."""
-    from torchvision.models import AlexNet_Weights
-
-    filename = Path(urlparse(AlexNet_Weights.IMAGENET1K_V1.url).path).name
-    return Path(torch.hub.get_dir()) / "checkpoints" / filename
-
-
-def _lpips(rec: Tensor, orig: Tensor) -> tuple[list[float] | None, str]:
-    """Per-image LPIPS of pixel batches in [0, 1], or None and the reason it is unavailable."""
+def _lpips(rec: Tensor, orig: Tensor) -> tuple[list[float] | None, str, weights.Backbone | None]:
+    """Per-image LPIPS of pixel batches in [0, 1] and the backbone it used, or None and the
+    reason it is unavailable."""
     side = min(orig.shape[-2:])
     if side < LPIPS_MIN_SIDE:
         return None, (
             f"unavailable: images of side {side} are below AlexNet's minimum of {LPIPS_MIN_SIDE}"
-        )
+        ), None
     if orig.shape[1] not in (1, 3):
-        return None, f"unavailable: LPIPS needs 1 or 3 channels, got {orig.shape[1]}"
-    path = alexnet_weights_path()
-    if not path.is_file():
-        return None, f"unavailable: AlexNet ImageNet weights not in {path}"
+        return None, f"unavailable: LPIPS needs 1 or 3 channels, got {orig.shape[1]}", None
+    try:
+        path = weights.scoring_path()
+    except ConfigError as error:
+        return None, f"unavailable: {error}", None
+    if path is None:
+        return None, (f"unavailable: AlexNet ImageNet weights not in {weights.published_path()} (`privaudit "
+                      "weights lpips` fetches them once, or installs a file you name with --from FILE)"), None
     stat = path.stat()
-    network, problem = _lpips_network(str(path), stat.st_size, stat.st_mtime_ns)
+    network, problem, backbone = _lpips_network(str(path), stat.st_size, stat.st_mtime_ns)
     if network is None:
-        return None, f"unavailable: {problem}"
+        return None, f"unavailable: {problem}", None
     if orig.shape[1] == 1:
         rec, orig = rec.expand(-1, 3, -1, -1), orig.expand(-1, 3, -1, -1)
     with torch.no_grad():
         values = network(rec, orig, normalize=True).flatten()
-    return [float(v) for v in values], "ok"
+    return [float(v) for v in values], backbone.status(), backbone
 
 
 @functools.lru_cache(maxsize=2)
-def _lpips_network(path: str, size: int, mtime_ns: int) -> tuple[torch.nn.Module | None, str]:
-    """lpips' AlexNet LPIPS with its trunk loaded from `path` (cached per file version).
+def _lpips_network(path: str, size: int, mtime_ns: int) -> tuple[torch.nn.Module | None, str,
+                                                                  weights.Backbone | None]:
+    """lpips' AlexNet LPIPS with its trunk loaded from `path` (cached per file version), the
+    backbone it is, or None and why the file cannot serve (`weights.read`).
 
     `pnet_rand=True` makes lpips build torchvision's AlexNet without weights, so nothing is
-    downloaded; the trunk is then overwritten, every tensor of it, from the cached file, while
+    downloaded; the trunk is then overwritten, every tensor of it, from the file, while
     `pretrained=True` loads the linear layers that ship inside the lpips package.
     """
     import lpips
 
-    expected = _HASH_IN_NAME.search(Path(path).name)
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    if expected is None or not digest.startswith(expected.group(1)):
-        return None, f"{path} is not the published AlexNet weights file (SHA-256 {digest[:8]}…)"
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state, backbone = weights.read(Path(path))
+    except PrivauditError as error:
+        return None, str(error), None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         network = lpips.LPIPS(net="alex", pretrained=True, pnet_rand=True, verbose=False)
@@ -238,8 +240,5 @@ def _lpips_network(path: str, size: int, mtime_ns: int) -> tuple[torch.nn.Module
         for name in ("weight", "bias")
         if f"features.{index}.{name}" in state
     }
-    try:
-        network.net.load_state_dict(trunk, strict=True)
-    except RuntimeError as error:
-        return None, f"{path} does not hold AlexNet's feature layers ({str(error).splitlines()[0]})"
-    return network.eval(), "ok"
+    network.net.load_state_dict(trunk, strict=True)
+    return network.eval(), "ok", backbone

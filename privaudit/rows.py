@@ -182,6 +182,16 @@ class Metrics(_Record):
     label_acc: Number | None = None
 
 
+class LpipsBackbone(_Record):
+    """The weights file LPIPS was computed with (`privaudit.weights.Backbone.record`): `published`
+    says whether its SHA-256 is torchvision's published one; only then is the value the published
+    metric."""
+
+    published: StrictBool
+    sha256: Text
+    file: Text
+
+
 class Leak(_Record):
     leak: StrictBool
     confidence: Number
@@ -201,6 +211,8 @@ class InversionRow(_Row):
     round: Whole | None = None
     iterations: Whole | None = None
     metrics: Metrics = Field(default_factory=Metrics)
+    lpips_status: Text | None = None
+    lpips_backbone: LpipsBackbone | None = None
     baseline: Metrics | None = None
     leak: Leak | None = None
     trace: list[TracePoint] = Field(default_factory=list)

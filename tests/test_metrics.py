@@ -1,13 +1,12 @@
 """Reconstruction scores: exact values on known inputs, Hungarian pairing, denormalisation, and
 LPIPS that is either computed with the real AlexNet weights or reported unavailable, offline."""
 
-import hashlib
 import math
 
 import pytest
 import torch
 
-from privaudit import metrics
+from privaudit import metrics, weights
 from privaudit.data import Normalisation
 from privaudit.metrics import score_reconstruction
 
@@ -19,6 +18,7 @@ IDENTITY = Normalisation(mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
 def empty_hub(tmp_path, monkeypatch):
     """Every test sees an empty torch hub cache unless it puts a file there itself."""
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
+    monkeypatch.delenv(weights.VARIABLE, raising=False)
     metrics._lpips_network.cache_clear()
 
 
@@ -52,7 +52,8 @@ def test_identical_images_score_perfectly():
     assert scores.ssim == pytest.approx(1.0)
     assert scores.label_acc == 1.0
     assert scores.pairs == (0, 1, 2)
-    assert set(scores.summary()) == {"mse", "psnr", "ssim", "lpips", "lpips_status", "label_acc"}
+    assert set(scores.summary()) == {"mse", "psnr", "ssim", "lpips", "lpips_status", "lpips_backbone",
+                                      "label_acc"}
 
 
 def test_known_mse_gives_known_psnr():
@@ -118,13 +119,13 @@ def test_lpips_without_cached_backbone_is_unavailable_and_downloads_nothing(no_d
     scores = score_reconstruction(x, x, HALF)
     assert scores.lpips is None
     assert scores.lpips_status.startswith("unavailable: AlexNet ImageNet weights not in ")
-    assert str(metrics.alexnet_weights_path()) in scores.lpips_status
+    assert str(weights.published_path()) in scores.lpips_status and "privaudit weights lpips" in scores.lpips_status
     assert "lpips" not in scores.per_image
     assert no_download == []
 
 
 def test_alexnet_weights_path_is_torchvisions_cache_file(tmp_path):
-    path = metrics.alexnet_weights_path()
+    path = weights.published_path()
     assert path.parent == tmp_path / "hub" / "checkpoints"
     assert path.name == "alexnet-owt-7be5be79.pth"
 
@@ -137,18 +138,18 @@ def test_lpips_is_unavailable_for_images_alexnet_cannot_take(no_download):
 
 def _fake_alexnet_file(directory, monkeypatch, tamper=False):
     """A file with AlexNet's feature tensors (random values), named by torch hub's convention so
-    its hash prefix matches (or, with `tamper`, does not)."""
+    its hash prefix matches (or, with `tamper`, does not); the published name is made its name."""
     from torchvision.models import alexnet
 
     state = {k: v for k, v in alexnet().state_dict().items() if k.startswith("features.")}
     directory.mkdir(parents=True, exist_ok=True)
     staging = directory / "staging.pth"
     torch.save(state, staging)
-    digest = hashlib.sha256(staging.read_bytes()).hexdigest()
+    digest = weights.sha256(staging)
     prefix = ("0" if digest[0] != "0" else "1") + digest[1:8] if tamper else digest[:8]
     path = directory / f"alexnet-owt-{prefix}.pth"
     staging.rename(path)
-    monkeypatch.setattr(metrics, "alexnet_weights_path", lambda: path)
+    monkeypatch.setattr(weights, "published_url", lambda: f"https://download.invalid/{path.name}")
     return path, state
 
 
@@ -160,7 +161,8 @@ def test_lpips_uses_the_cached_backbone_when_present(tmp_path, monkeypatch, no_d
     assert same.lpips == pytest.approx(0.0, abs=1e-6)
     different = score_reconstruction(HALF.normalise(_images(batch=2, seed=5)), x, HALF)
     assert different.lpips > 0.0 and len(different.per_image["lpips"]) == 2
-    network, _ = metrics._lpips_network(str(path), path.stat().st_size, path.stat().st_mtime_ns)
+    assert same.lpips_backbone == {"published": True, "sha256": weights.sha256(path), "file": path.name}
+    network, _, _ = metrics._lpips_network(str(path), path.stat().st_size, path.stat().st_mtime_ns)
     trunk = network.net.state_dict()
     assert torch.equal(trunk["slice1.0.weight"], state["features.0.weight"])
     assert torch.equal(trunk["slice5.10.bias"], state["features.10.bias"])

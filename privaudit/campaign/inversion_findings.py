@@ -229,6 +229,7 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
         "label_source": result.label_source,
         "metrics": {key: summary[key] for key in ("mse", "psnr", "ssim", "lpips", "label_acc")},
         "lpips_status": summary["lpips_status"],
+        "lpips_backbone": summary["lpips_backbone"],
         "leak": decide(result.images.float(), scores, floor, data.normalisation).record(),
         "artifacts": save_images(store, cell_id, original, result.images.float(), scores.pairs,
                                   data.normalisation),

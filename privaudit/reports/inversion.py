@@ -327,10 +327,11 @@ class _Inversions:
                                   for warning in row.get("warnings") or []))
 
     def lpips_notes(self) -> list[str]:
-        """Why LPIPS is missing, once per distinct reason."""
-        missing = [row for row in self.rows if _value(row, "lpips") is None and not failed(row)]
-        return list(dict.fromkeys(str(row.get("lpips_status") or "unavailable: no reason stored")
-                                  for row in missing if row.get("lpips_status") != "ok"))
+        """Why LPIPS is missing, and which values were scored with a backbone other than the
+        published weights (their status says so), once per distinct reason."""
+        noted = [row for row in self.rows if not failed(row) and row.get("lpips_status") != "ok"
+                 and (_value(row, "lpips") is None or row.get("lpips_status"))]
+        return list(dict.fromkeys(str(row.get("lpips_status") or "unavailable: no reason stored") for row in noted))
 
     def trace_figures(self) -> list[dict[str, str]]:
         """Per attack label, the reconstruction's MSE over the attack's iterations: one colour per
