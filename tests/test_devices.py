@@ -19,12 +19,12 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch see
 
 def test_the_device_is_the_variable_else_cuda_where_torch_sees_one(monkeypatch):
     monkeypatch.setenv("PRIVAUDIT_DEVICE", "cpu")
-    assert devices.audit_device() == torch.device("cpu")
+    assert devices.work_device() == torch.device("cpu")
     monkeypatch.delenv("PRIVAUDIT_DEVICE")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert devices.audit_device() == torch.device("cpu")
+    assert devices.work_device() == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert devices.audit_device() == CUDA
+    assert devices.work_device() == CUDA
 
 
 @pytest.mark.parametrize("value, message", [("gpu0", "names no device"), ("meta", "only cpu and cuda"),
@@ -33,7 +33,7 @@ def test_a_device_that_cannot_be_used_is_a_one_line_error(monkeypatch, value, me
     monkeypatch.setenv("PRIVAUDIT_DEVICE", value)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(ConfigError, match=message):
-        devices.audit_device()
+        devices.work_device()
 
 
 def test_an_audit_row_names_its_device():
