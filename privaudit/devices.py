@@ -1,14 +1,19 @@
-"""Where an audit's worlds run: the device, chosen once per process.
+"""Where privaudit's tensor work runs: the device, chosen once per process.
 
-A canary audit simulates thousands of independent training runs as one tensor program
-(`privaudit/worlds.py`); on a CUDA device the same program runs those worlds in parallel, so an
-audit that needs 64,000 runs per side is a matter of seconds. The choice is made once, here, and
-the simulation is written for whichever device it is given: the set-up is moved there
-(`Setup.to`), every tensor the engine makes follows it (`on`), and only scores come back.
+Every piece of work that trains or attacks runs there: training cells (the defense and its
+evaluations), inversions (every optimiser), coalition attacks, membership attacks and their
+reference models, and canary, position and reconstruction audits, whose thousands of simulated
+training runs are one tensor program (`privaudit/worlds.py`) that a CUDA device runs in parallel.
+The choice is made once, here, and the code is written for whichever device it is given: a set-up
+is moved there (`Setup.to`), every tensor the engine makes follows it (`on`, or `device=` taken
+from an input), random streams are generators there (`generator`), and only scores, metrics and
+artifacts come back to the CPU. What the wire records (transcripts) is kept on the CPU, so a long
+run's recordings never fill a device's memory; an attack moves what it reads to the device.
 
 `PRIVAUDIT_DEVICE` picks it: `cpu`, `cuda` or `cuda:N`; unset, the first CUDA device when torch
 sees one, else the CPU. Draws on a CUDA device come from its own generator, so the same seed
-gives different (equally valid) runs on a CPU and on a GPU: an audit row names the device it ran on.
+gives different (equally valid) runs on a CPU and on a GPU: every results row names the device it
+ran on (`name`).
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ from privaudit.errors import ConfigError
 VARIABLE = "PRIVAUDIT_DEVICE"
 
 
-def audit_device() -> torch.device:
-    """The device canary-audit worlds run on (`PRIVAUDIT_DEVICE`, else CUDA when available, else
-    the CPU); a ConfigError naming the variable when it names no usable device."""
+def work_device() -> torch.device:
+    """The device all of privaudit's tensor work runs on (`PRIVAUDIT_DEVICE`, else CUDA when
+    available, else the CPU); a ConfigError naming the variable when it names no usable device."""
     text = os.environ.get(VARIABLE, "").strip()
     if not text:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -57,3 +62,11 @@ def on(device: torch.device) -> Iterator[None]:
 def generator(device: torch.device, seed: int) -> torch.Generator:
     """A random stream on `device` seeded with `seed`."""
     return torch.Generator(device=device).manual_seed(seed)
+
+
+def name(device: torch.device) -> str:
+    """How a results row names `device`: "cpu", or a CUDA device with its index ("cuda:0"), so
+    rows of a machine with several cards say which one ran them."""
+    if device.type != "cuda":
+        return device.type
+    return f"cuda:{torch.cuda.current_device() if device.index is None else device.index}"

@@ -16,7 +16,9 @@ or text, within a float's range; inf and nan are numbers (the row's `nonfinite` 
 them), except where a field says finite. Version history:
 
 * 1 — the rows as written since the schema was introduced; a row without `SCHEMA_KEY` (written
-  before) is read as version 1, whose layout it has.
+  before) is read as version 1, whose layout it has. Optional fields added since (`model_note`,
+  `config.data.content`, `device`) keep the version: a reader of 1 passes them through and reads
+  every row it read before.
 """
 
 from __future__ import annotations
@@ -140,6 +142,10 @@ class _Row(_Record):
     defense: Text | None = None
     defense_label: Text | None = None
     threat: Text | None = None
+    device: Text | None = None
+    """The device the row's work ran on ("cpu", "cuda:0": `privaudit.devices.name`): a CUDA device
+    draws its own random numbers, so the same seed gives other, equally valid numbers there. Rows
+    written before every row named it have none."""
 
 
 class NoiseDeclaration(_Record):

@@ -33,18 +33,20 @@ def _floyd(sizes: Tensor, batch: int, generator: torch.Generator) -> Tensor:
 
 
 class LocalData:
-    """The private training data of each agent: `x[index[i, :sizes[i]]]` is agent i's shard."""
+    """The private training data of each agent: `x[index[i, :sizes[i]]]` is agent i's shard; its
+    tensors are on the device of `x`."""
 
     def __init__(self, x: Tensor, y: Tensor, shards: Sequence[np.ndarray]) -> None:
         self.x, self.y = x, y
-        self.sizes = torch.tensor([len(s) for s in shards], dtype=torch.long)
+        device = x.device
+        self.sizes = torch.tensor([len(s) for s in shards], dtype=torch.long, device=device)
         if int(self.sizes.min()) < 1:
             raise ValueError("every agent needs at least one training sample")
         width = int(self.sizes.max())
-        self.index = torch.zeros(len(shards), width, dtype=torch.long)
+        self.index = torch.zeros(len(shards), width, dtype=torch.long, device=device)
         for i, shard in enumerate(shards):
-            self.index[i, : len(shard)] = torch.as_tensor(shard, dtype=torch.long)
-        self.valid = torch.arange(width)[None, :] < self.sizes[:, None]
+            self.index[i, : len(shard)] = torch.as_tensor(shard, dtype=torch.long, device=device)
+        self.valid = torch.arange(width, device=device)[None, :] < self.sizes[:, None]
         self.copies = 1
 
     def repeat(self, copies: int) -> LocalData:

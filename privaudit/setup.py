@@ -46,6 +46,11 @@ class Setup:
             rate_sizes=None if self.rate_sizes is None else self.rate_sizes.to(device))
 
     @property
+    def device(self) -> torch.device:
+        """The device this set-up's tensors are on (`to`)."""
+        return self.data.x_train.device
+
+    @property
     def sampling_sizes(self) -> Tensor:
         """The sizes sampling rates are computed from (`rate_sizes`, else the shards' sizes)."""
         return self.local.sizes if self.rate_sizes is None else self.rate_sizes

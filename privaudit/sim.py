@@ -137,7 +137,8 @@ def _non_finite_metrics(metrics: dict[str, float]) -> str | None:
 
 def public_knowledge(defense: Algorithm) -> PublicKnowledge:
     """What the paper makes public about this run: W, the architecture, x_0 and hyperparameters
-    (of one network: on an audit's many worlds, what the attacker of each world knows)."""
+    (of one network: on an audit's many worlds, what the attacker of each world knows). Kept on
+    the CPU with the wire's recordings, whichever device the run is on."""
     setup = defense.setup
     return PublicKnowledge(
         defense=defense.name,
@@ -146,7 +147,7 @@ def public_knowledge(defense: Algorithm) -> PublicKnowledge:
         model=setup.model_name,
         in_shape=tuple(setup.data.shape),
         num_classes=setup.data.num_classes,
-        initial_model=setup.model.initial(),
+        initial_model=setup.model.initial().cpu(),
         hyper=defense.public(),
         agents=setup.topology.network_size,
     )

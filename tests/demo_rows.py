@@ -10,9 +10,9 @@ second run); `make test-slow` runs it as a test. Rows are matched by cell id, si
 workers they arrive in the order they finish.
 
 The copy records what its numbers depend on besides the code (`environment`): the version of every
-library whose arithmetic reaches a row, Python's, the CPU capability and the audit device. The
-comparison runs only where they all match, and says which differ where they do not. Where they
-match, text, integers and flags must be equal and floats equal within `RELATIVE` (and `ABSOLUTE`
+library whose arithmetic reaches a row, Python's, the CPU capability and the device the work ran on
+(`privaudit.devices`). The comparison runs only where they all match, and says which differ where
+they do not. Where they match, text, integers and flags must be equal and floats equal within `RELATIVE` (and `ABSOLUTE`
 near 0): the same libraries still dispatch to other code on another processor of the same kind
 (numpy's FFT in dp_accounting's PLD gave an exact δ of 0.031858121619833535 on one machine and
 0.03185812161983354 on another), which moves float64 results by a few units in their last place.
@@ -57,7 +57,7 @@ def environment() -> dict[str, str]:
     """What the demo's floating-point numbers depend on besides the code."""
     return {"torch": torch.__version__, **{name: metadata.version(name) for name in LIBRARIES},
             "python": platform.python_version(), "cpu": torch.backends.cpu.get_cpu_capability(),
-            "audit_device": devices.audit_device().type}
+            "work_device": devices.work_device().type}
 
 
 def comparable(value: Any) -> Any:

@@ -1,7 +1,9 @@
-"""The device an audit's worlds run on (`privaudit.devices`): chosen once, from `PRIVAUDIT_DEVICE`
+"""The device all work runs on (`privaudit.devices`): chosen once, from `PRIVAUDIT_DEVICE`
 or what torch sees, refused in one line when it names no usable device; on a CUDA device every
 shipped defense's worlds run, are read stacked as on the CPU, and score with the CPU's law (the
-draws differ, so samples are compared as distributions). The CUDA tests run where torch sees a GPU."""
+draws differ, so samples are compared as distributions). Every row of a campaign names its device;
+on CUDA a small campaign trains, inverts (DLG), infers membership with reference models, plays a
+reconstruction game and a coalition attack there. The CUDA tests run where torch sees a GPU."""
 
 import numpy as np
 import pytest
@@ -19,12 +21,12 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch see
 
 def test_the_device_is_the_variable_else_cuda_where_torch_sees_one(monkeypatch):
     monkeypatch.setenv("PRIVAUDIT_DEVICE", "cpu")
-    assert devices.audit_device() == torch.device("cpu")
+    assert devices.work_device() == torch.device("cpu")
     monkeypatch.delenv("PRIVAUDIT_DEVICE")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert devices.audit_device() == torch.device("cpu")
+    assert devices.work_device() == torch.device("cpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert devices.audit_device() == CUDA
+    assert devices.work_device() == CUDA
 
 
 @pytest.mark.parametrize("value, message", [("gpu0", "names no device"), ("meta", "only cpu and cuda"),
@@ -33,7 +35,7 @@ def test_a_device_that_cannot_be_used_is_a_one_line_error(monkeypatch, value, me
     monkeypatch.setenv("PRIVAUDIT_DEVICE", value)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(ConfigError, match=message):
-        devices.audit_device()
+        devices.work_device()
 
 
 def test_an_audit_row_names_its_device():
@@ -90,3 +92,77 @@ def test_a_whole_audit_on_cuda_bounds_below_the_sound_eps(monkeypatch):
     assert 0 < record["eps_lb"] <= record["eps_sound"]
     cpu = scores(game, 400, True, seed=1, side=1, device=torch.device("cpu"))[0]
     assert abs(float(np.mean(cpu)) - record["scores"]["with"]["mean"]) < 0.5 * float(np.std(cpu))
+
+
+DPSGD = {"kind": "dpsgd", "label": "D-PSGD", "agents": 4, "rounds": 3, "eval_every": 3, "batch_size": 1, "lr": 0.1,
+         "model": "logreg"}
+SMALL = {"campaign": {"name": "devices", "seeds": [0]}, "data": {"dataset": "digits", "test_fraction": 0.5},
+         "defense": [DPSGD],
+         "attack": [{"kind": "dlg", "label": "DLG", "rounds": [0], "evaluations": 20}],
+         "membership": [{"label": "LOSS", "target": "average", "references": 2, "non_members": 50,
+                         "rmia_samples": 50, "bootstrap": 20}],
+         "audit": [{"kind": "reconstruction", "label": "rebuild", "trials": 2},
+                   {"kind": "mechanism", "label": "ternary", "mechanism": "ternary", "params": {"r": 10},
+                    "samples": 2000}]}
+COALITION = {"campaign": {"name": "devices-coalition", "seeds": [0]},
+             "data": {"dataset": "digits", "max_train": 6, "min_size": 1},
+             "defense": [{"kind": "dpsgd", "label": "D-PSGD", "topology": "line", "agents": 6, "model": "mlp",
+                          "rounds": 8, "eval_every": 8, "batch_size": 1, "lr": 0.2,
+                          "model_options": {"hidden": [16], "activation": "sigmoid"}}],
+             "attack": [{"kind": "idlg", "label": "coalition", "threat": "coalition", "agents": [0], "rounds": [0],
+                         "window": 6}]}
+
+
+def _rows(raw, out):
+    from privaudit.campaign.config import parse_campaign
+    from privaudit.campaign.run import run_campaign
+
+    return run_campaign(parse_campaign(raw), "# t", out, progress=False, say=lambda _: None).rows()
+
+
+def _devices(rows):
+    """The device every row names, by row type (a leak's reconstruction audit as its own)."""
+    named: dict[str, set] = {}
+    for row in rows:
+        named.setdefault(row["type"], set()).add(row.get("device"))
+        if row.get("reconstruction_audit"):
+            named.setdefault("reconstruction_audit", set()).add(row["reconstruction_audit"].get("device"))
+    return named
+
+
+def test_a_cuda_device_is_named_with_its_index(monkeypatch):
+    assert devices.name(torch.device("cpu")) == "cpu"
+    assert devices.name(torch.device("cuda", 1)) == "cuda:1"
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert devices.name(CUDA) == "cuda:0"
+
+
+def test_every_row_of_a_campaign_names_the_cpu_it_ran_on(tmp_path):
+    from privaudit.rows import MODELS
+
+    named = _devices(_rows(SMALL, tmp_path / "small") + _rows(COALITION, tmp_path / "coalition"))
+    assert set(MODELS) <= named.keys()
+    assert all(found == {"cpu"} for found in named.values()), named
+    assert all("device" in model.model_fields for model in MODELS.values())
+
+
+@needs_cuda
+def test_a_campaign_trains_inverts_infers_and_audits_on_cuda(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRIVAUDIT_DEVICE", "cuda")
+    rows = _rows(SMALL, tmp_path / "small") + _rows(COALITION, tmp_path / "coalition")
+    for row in rows:
+        if row["type"] == "audit" and row["kind"] == "mechanism":
+            assert row["device"] == "cpu"
+        else:
+            assert row["device"].startswith("cuda:"), (row["type"], row["device"])
+        assert row.get("status", "ok") == "ok" or row["type"] == "coalition", (row["type"], row.get("status"))
+    by_type = {row["type"]: row for row in rows if row["type"] != "audit"}
+    assert 0.0 <= by_type["training"]["metrics"]["avg_acc"] <= 1.0
+    inversion = by_type["inversion"]["metrics"]
+    assert inversion["psnr"] is not None and 0 < inversion["psnr"] < 200 and 0 <= inversion["mse"] <= 1
+    assert 0.0 <= by_type["membership"]["metrics"]["loss"]["auc"] <= 1.0
+    (rebuild,) = [row for row in rows if row["type"] == "audit" and row["kind"] == "reconstruction"]
+    assert rebuild["detail"]["trials"] == 2 and rebuild["eps_lb"] >= 0
+    coalition = by_type["coalition"]
+    assert coalition["status"] == "ok" and coalition["exposed"] == 5
+    assert all(agent["metrics"]["psnr"] > 30 for agent in coalition["agents"])

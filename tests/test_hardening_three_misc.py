@@ -285,7 +285,7 @@ def test_the_demo_check_passes_within_its_tolerance_and_fails_beyond(tmp_path, s
 def test_the_demo_check_names_the_library_versions_it_was_stored_with(tmp_path, stored, capsys, monkeypatch):
     from tests import demo_rows
 
-    assert set(demo_rows.LIBRARIES) | {"torch", "python", "cpu", "audit_device"} <= stored["environment"].keys()
+    assert set(demo_rows.LIBRARIES) | {"torch", "python", "cpu", "work_device"} <= stored["environment"].keys()
     here = dict(stored["environment"], numpy="0.0.1", scipy="9.9")
     monkeypatch.setattr(demo_rows, "environment", lambda: here)
     folder = _demo(tmp_path, stored["rows"])

@@ -17,6 +17,7 @@ before a run, whether a tap hears them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -90,6 +91,14 @@ class Target:
     step_size: float | None = None
     drift: Tensor | None = None
     clipping: Clipping | None = None
+
+    def to(self, device: torch.device) -> Target:
+        """This target with its tensors on `device` (an extractor reads the transcript, which the
+        wire keeps on the CPU; the attack runs where the model is: `privaudit.devices`)."""
+        if self.gradient.device == device and self.point.device == device:
+            return self
+        return dataclasses.replace(self, gradient=self.gradient.to(device), point=self.point.to(device),
+                                   drift=None if self.drift is None else self.drift.to(device))
 
 
 def expect(transcript: Transcript, extractor: str, *defenses: str) -> None:

@@ -61,7 +61,7 @@ from privaudit.attacks.audit.reconstruction_game import ReconstructionGame, make
 from privaudit.attacks.audit.verdict import Verdict, decide
 from privaudit.attacks.inversion import INVERSIONS
 from privaudit.attacks.views import EXTRACTORS
-from privaudit import __version__
+from privaudit import __version__, devices
 from privaudit.accounting import Claim, Neighbours
 from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand, shipped
 from privaudit.campaign.config import AuditConfig, parse_campaign
@@ -705,6 +705,14 @@ _EMPTY = {"eps_lb": None, "delta_lb": None, "delta_lb_eps": None, "eps_claimed":
           "tightness": None, "curve": [], "attack": None, "findings": [], "detail": None}
 
 
+def _device(kind: str, found: dict[str, Any]) -> str:
+    """The device an audit ran on, as its record names it; a mechanism audit samples with numpy on
+    the CPU, and a failed audit names the device it was to run on."""
+    if found.get("detail") and "device" in found["detail"]:
+        return found["detail"]["device"]
+    return "cpu" if kind == "mechanism" else devices.name(devices.work_device())
+
+
 def audit_row(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
     """The results row of one audit cell; an audit that fails on a value (a non-finite score, a
     mechanism that cannot be sampled), or whose defense, written outside privaudit, raises
@@ -738,6 +746,7 @@ def audit_row(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
         "method": table.method if table.kind == "canary" else None,
         "seed": cell.seed,
         **found,
+        "device": _device(table.kind, found),
         "wall_s": time.perf_counter() - started,
         "config": cell.describe(),
         "version": __version__,

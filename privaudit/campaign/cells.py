@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from privaudit import devices
 from privaudit.defenses.base import Defense, DefenseParams
 from privaudit.defenses.external import SHIPPED, checked_claim, plugin_code
 from privaudit.accounting import Claim
@@ -429,13 +430,16 @@ def _check_model_size(cell: Cell, shape: tuple[int, ...], classes: int) -> None:
                 f"{cell.run.agents:,} × {batch:,} × {size:,} × 4 bytes = {megabytes:,} MB")
 
 
-def build_defense(cell: Cell) -> Defense:
-    """The cell's defense on its set-up; a ConfigError naming the cell when it cannot be built (a
-    defense written outside privaudit whose constructor raises anything is reported the same way:
-    its code is not ours to trace)."""
+def build_defense(cell: Cell, device: torch.device | None = None) -> Defense:
+    """The cell's defense on its set-up, moved to `device` (None: the CPU) with every tensor its
+    constructor makes (`privaudit.devices`); a ConfigError naming the cell when it cannot be built
+    (a defense written outside privaudit whose constructor raises anything is reported the same
+    way: its code is not ours to trace)."""
+    device = device or torch.device("cpu")
     try:
-        setup = build_setup(cell)
-        return cell.run.defense()(cell.params, setup)
+        setup = build_setup(cell).to(device)
+        with devices.on(device):
+            return cell.run.defense()(cell.params, setup)
     except ValueError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
     except Exception as error:  # noqa: BLE001 - see the docstring

@@ -24,7 +24,7 @@ from privaudit.attacks.coalition.record_fit import fit_problem, fit_progress, fi
 from privaudit.attacks.extraction import Target
 from privaudit.attacks.views import DYNAMICS, dynamics
 from privaudit.defenses.base import Defense
-from privaudit import __version__
+from privaudit import __version__, devices
 from privaudit.campaign.cells import AttackCell
 from privaudit.campaign.inversion_budget import counting, inversion_progress
 from privaudit.campaign.inversion_findings import attack_batch_size, attack_identity, save_images
@@ -101,9 +101,12 @@ def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int
     """The updates the record fit recovers where its hypothesis holds (one fixed record per agent:
     B = 1 and one training record each) and the fit explains the messages; what it did, or why it
     did not run, goes into `fields["record_fit"]`. With a `label`, the fit's progress is counted
-    on stderr under it (`privaudit.attacks.coalition.record_fit.fit_progress`)."""
+    on stderr under it (`privaudit.attacks.coalition.record_fit.fit_progress`). The fit replays
+    the run in float64 from the transcript, which the wire keeps on the CPU, so it runs there (with
+    a CPU copy of the model when the run was on another device)."""
     data = setup.data
-    problem = fit_problem(transcript, setup.model, data.shape, first)
+    model = setup.model if setup.device.type == "cpu" else setup.model.to(torch.device("cpu"))
+    problem = fit_problem(transcript, model, data.shape, first)
     if not problem and DYNAMICS[transcript.public.defense].batch_size(transcript.public) != 1:
         problem = "the record fit needs B = 1 (each agent's update the gradient of one record)"
     if not problem and set(setup.local.sizes.tolist()) != {1}:
@@ -114,7 +117,7 @@ def _fitted(transcript: Transcript, members: list[int], setup: Setup, first: int
     started = time.perf_counter()
     counter = None if label is None else fit_progress(label, last)
     try:
-        fit = fit_records(transcript, members, setup.model, data.shape, data.num_classes, first, last, counter)
+        fit = fit_records(transcript, members, model, data.shape, data.num_classes, first, last, counter)
     except (KeyError, ValueError) as error:
         fields["record_fit"] = {"status": f"failed: {error.args[0]}", "wall_s": time.perf_counter() - started}
         return {}
@@ -167,24 +170,28 @@ def coalition_findings(cell: AttackCell, defense: Defense, transcript: Transcrip
             attack = cell.attack.attack()
             counter = inversion_progress(f"{where}, agent {item.agent}", attack) if progress else None
             try:
-                result = attack.run(item.target, setup.model, input_shape=data.shape, num_classes=data.num_classes,
-                                    batch_size=batch_size, normalisation=data.normalisation, seed=setup.seed,
-                                    observer=None if counter is None else counting(None, counter))
+                with devices.on(setup.device):
+                    result = attack.run(item.target.to(setup.device), setup.model, input_shape=data.shape,
+                                        num_classes=data.num_classes, batch_size=batch_size,
+                                        normalisation=data.normalisation, seed=setup.seed,
+                                        observer=None if counter is None else counting(None, counter))
             finally:
                 if counter is not None:
                     counter.close()
-            original = data.x_train[rows]
+            original = data.x_train[rows].cpu()
             entry["status"] = result.status
             floor = noise_floor(data, rows, setup.seed, size=batch_size)
             entry["baseline"], entry["floor"] = floor.summary(), floor.record()
             if result.images is not None:
-                scores = score_reconstruction(result.images.float(), original, data.normalisation,
-                                              labels=result.labels, true_labels=data.y_train[rows])
+                images = result.images.float().cpu()
+                scores = score_reconstruction(images, original, data.normalisation,
+                                              labels=None if result.labels is None else result.labels.cpu(),
+                                              true_labels=data.y_train[rows].cpu())
                 summary = scores.summary()
                 entry["metrics"] = {key: summary[key] for key in ("mse", "psnr", "ssim", "label_acc")}
-                entry["leak"] = decide(result.images.float(), scores, floor, data.normalisation).record()
-                entry["artifacts"] = save_images(store, f"{cell.id}/agent{item.agent}", original,
-                                                 result.images.float(), scores.pairs, data.normalisation)
+                entry["leak"] = decide(images, scores, floor, data.normalisation).record()
+                entry["artifacts"] = save_images(store, f"{cell.id}/agent{item.agent}", original, images,
+                                                 scores.pairs, data.normalisation)
         agents.append(entry)
     exposure = {entry["agent"]: entry["exposure"] for entry in agents}
     figure = store.write_artifact(cell.id, "exposure.png", _graph_png(setup.topology, members, exposure))

@@ -51,7 +51,7 @@ from privaudit.attacks.audit.reconstruction_game import make_reconstruction_game
 from privaudit.attacks.audit.verdict import Verdict
 from privaudit.attacks.views import EXTRACTORS
 from privaudit.defenses.base import Defense
-from privaudit import __version__
+from privaudit import __version__, devices
 from privaudit.campaign.audit_findings import played_reconstruction, replace_one_claim
 from privaudit.campaign.cells import AttackCell, build_setup, shipped
 from privaudit.campaign.config import AttackConfig
@@ -134,7 +134,8 @@ def _tracer(trace: list[dict[str, float]], every: int, original: Tensor,
     def observe(evaluations: int, images: Tensor, objective: Tensor) -> bool:
         if evaluations % every == 0 and torch.isfinite(objective).any():
             best = int(torch.nan_to_num(objective.double(), nan=math.inf).argmin())
-            mse, psnr = pixel_errors(images[best].float(), original, normalisation)
+            with torch.device("cpu"):  # scored on the CPU, whichever device the attack runs on
+                mse, psnr = pixel_errors(images[best].float().cpu(), original, normalisation)
             trace.append({"iteration": evaluations, "mse": mse, "psnr": psnr})
         return False
 
@@ -186,7 +187,9 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
     """Run one inversion finding and return its row fields (status, metrics, trace, artifacts,
     the noise floor as `baseline`, the mean of each score over the draws, and `floor`, every draw,
     and the leak decision `leak`: `privaudit.leak`); the caller adds the cell's identity.
-    `progress` counts the attack's loss evaluations (`privaudit.campaign.inversion_budget`)."""
+    `progress` counts the attack's loss evaluations (`privaudit.campaign.inversion_budget`). The
+    attack runs on the set-up's device (the target moved there from the CPU transcript); the
+    reconstruction comes back to the CPU to be scored and saved."""
     started = time.perf_counter()
     data = setup.data
     rows = _batch_rows(truth, attack.victim, round)
@@ -194,7 +197,7 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
         return not_run(batch_size, f"failed: the defense disclosed no batch of agent {attack.victim} at round {round} "
                        "(`wire.disclose_each(t, \"batch\", rows)` in its step), so no reconstruction can be scored",
                        time.perf_counter() - started)
-    original, true_labels = data.x_train[rows], data.y_train[rows]
+    original, true_labels = data.x_train[rows].cpu(), data.y_train[rows].cpu()
     trace: list[dict[str, float]] = []
     if len(rows) == 0:
         return not_run(batch_size, f"failed: the victim's batch at round {round} was empty (Poisson sampling): "
@@ -210,16 +213,17 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
                                 store, cell_id, original, data.normalisation)
     fields["target_kind"] = target.kind
     observer = _tracer(trace, attack.trace_every, original, data.normalisation)
-    result: Reconstruction = attack.attack().run(
-        target, setup.model, input_shape=data.shape, num_classes=data.num_classes, batch_size=batch_size,
-        normalisation=data.normalisation, seed=setup.seed,
-        observer=observer if progress is None else counting(observer, progress),
-    )
+    with devices.on(setup.device):
+        result: Reconstruction = attack.attack().run(
+            target.to(setup.device), setup.model, input_shape=data.shape, num_classes=data.num_classes,
+            batch_size=batch_size, normalisation=data.normalisation, seed=setup.seed,
+            observer=observer if progress is None else counting(observer, progress),
+        )
     if result.images is None:
         return fields | _failed(result.status, result.stopped_by, result.iterations, result.wall_s, store,
                                 cell_id, original, data.normalisation)
-    scores = score_reconstruction(result.images.float(), original, data.normalisation, labels=result.labels,
-                                  true_labels=true_labels)
+    images, labels = result.images.float().cpu(), None if result.labels is None else result.labels.cpu()
+    scores = score_reconstruction(images, original, data.normalisation, labels=labels, true_labels=true_labels)
     summary = scores.summary()
     return fields | {
         "status": result.status,
@@ -230,9 +234,8 @@ def invert(cell_id: str, attack: AttackConfig, scenario: str, round: int, setup:
         "metrics": {key: summary[key] for key in ("mse", "psnr", "ssim", "lpips", "label_acc")},
         "lpips_status": summary["lpips_status"],
         "lpips_backbone": summary["lpips_backbone"],
-        "leak": decide(result.images.float(), scores, floor, data.normalisation).record(),
-        "artifacts": save_images(store, cell_id, original, result.images.float(), scores.pairs,
-                                  data.normalisation),
+        "leak": decide(images, scores, floor, data.normalisation).record(),
+        "artifacts": save_images(store, cell_id, original, images, scores.pairs, data.normalisation),
     }
 
 
@@ -383,7 +386,8 @@ def leak_bound(cell: AttackCell) -> dict[str, Any] | None:
             "training": training.id, "label": f"{cell.label} leaked: reconstruction game", "kind": "reconstruction",
             "method": None, "seed": training.seed, "subject": training.label, "defense": training.run.kind,
             "defense_label": training.label, "samples": None, "confidence": LEAK_BOUND_CONFIDENCE, "delta": None,
-            **found, "wall_s": time.perf_counter() - started, "version": __version__}
+            **found, "device": devices.name(devices.work_device()), "wall_s": time.perf_counter() - started,
+            "version": __version__}
 
 
 _UNPLAYED = {"eps_lb": None, "delta_lb": None, "delta_lb_eps": None, "eps_claimed": None, "eps_stated": None,

@@ -18,7 +18,7 @@ from privaudit.attacks.views import noise
 from privaudit.defenses.base import Defense
 from privaudit.defenses.external import relation_warning
 from privaudit.models import model_note
-from privaudit import __version__
+from privaudit import __version__, devices
 from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
 from privaudit.campaign.cells import (AttackCell, AuditCell, Cell, MembershipCell, build_defense, cell_claim,
                                      expand_all, shipped)
@@ -52,12 +52,14 @@ def run_cell(cell: Cell, progress: bool = False, taps: list[Tap] | None = None,
     """Train the cell's defense (built here unless given) with `taps` listening; return its
     results row and the run's output (the taps' transcripts among it). `Diverged` when the run
     stops being finite. With `progress`, its rounds are counted on stderr (`privaudit.progress`:
-    a bar on a terminal, a plain line every interval in a log)."""
-    defense = defense or build_defense(cell)
+    a bar on a terminal, a plain line every interval in a log). It trains on the defense's device
+    (built here: `privaudit.devices.work_device()`)."""
+    defense = defense or build_defense(cell, devices.work_device())
     counter = Progress(f"{cell.label} seed {cell.seed}", cell.run.rounds, unit="rounds") if progress else None
     try:
-        output = simulate(defense, cell.run.rounds, eval_every=cell.run.eval_every, taps=taps or [],
-                          after_round=None if counter is None else (lambda round, public: counter.update(1)))
+        with devices.on(defense.setup.device):
+            output = simulate(defense, cell.run.rounds, eval_every=cell.run.eval_every, taps=taps or [],
+                              after_round=None if counter is None else (lambda round, public: counter.update(1)))
     finally:
         if counter is not None:
             counter.close()
@@ -85,6 +87,7 @@ def training_row(cell: Cell, defense: Defense, metrics: dict[str, float], histor
         "history": history,
         "messages": messages,
         "wall_s": wall_s,
+        "device": devices.name(defense.setup.device),
         "version": __version__,
     } | _model_note(defense)
 
@@ -164,10 +167,11 @@ class TrainingJob:
 
 def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = False) -> Iterator[Finished]:
     """Train the job's cell with its findings' taps listening, then score each finding, yielding
-    every row as soon as it is ready."""
+    every row as soon as it is ready. All of it runs on `privaudit.devices.work_device()`: the
+    set-up is moved there once, and each finding works where the defense's set-up is."""
     cell = job.cell
     start = time.perf_counter()
-    defense = build_defense(cell)
+    defense = build_defense(cell, devices.work_device())
     planned = [(attack, *_plan(attack, defense)) for attack in job.attacks]
     groups = [(list(group), *plan_membership(list(group), defense)) for group in job.memberships]
     taps = [tap for _, tap, truth in planned for tap in (tap, truth)] + [tap for _, tap, _ in groups if tap]
@@ -189,6 +193,7 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
         yield Finished(row, f"{cell.label} seed {cell.seed}: {headline(row['metrics'])} "
                             f"({time.perf_counter() - start:.1f} s)")
     transcripts = iter(output.transcripts)
+    where = {"device": devices.name(defense.setup.device)}
     for attack, _, _ in planned:
         start = time.perf_counter()
         if attack.attack.threat == "coalition":
@@ -198,13 +203,13 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
         else:
             attack_result = attack_row(attack, defense, next(transcripts), next(transcripts), store, progress)
             said = inversion_headline(attack_result)
-        yield Finished(attack_result, f"{attack.label} on {cell.label} seed {cell.seed} round {attack.round}: "
+        yield Finished(attack_result | where, f"{attack.label} on {cell.label} seed {cell.seed} round {attack.round}: "
                                       f"{said} ({time.perf_counter() - start:.1f} s)")
     for group, tap, data in groups:
         transcript = next(transcripts) if tap else None
         for member_row in membership_rows(group, defense, transcript, output.final_states, data, store, progress):
             at = "final average" if member_row["round"] is None else f"round {member_row['round']}"
-            yield Finished(member_row, f"{member_row['label']} on {cell.label} seed {cell.seed} {at}: "
+            yield Finished(member_row | where, f"{member_row['label']} on {cell.label} seed {cell.seed} {at}: "
                                        f"{membership_headline(member_row)} ({member_row['wall_s']:.1f} s)")
 
 
@@ -215,6 +220,7 @@ def _failed(job: TrainingJob, defense: Defense, data: list[AttackerData], reason
     the evaluations before, and its claim where the claim can still be computed), and every
     finding cell riding on the run failed with `reason`; the campaign goes on."""
     cell = job.cell
+    where = {"device": devices.name(defense.setup.device)}
     if job.train:
         try:
             claim = cell_claim(cell, defense).as_dict()
@@ -226,11 +232,12 @@ def _failed(job: TrainingJob, defense: Defense, data: list[AttackerData], reason
         found = not_run(attack_batch_size(attack, defense), f"failed: {reason}")
         row = (coalition_row(attack, found | {"agents": [], "exposed": 0}) if attack.attack.threat == "coalition"
                else attack_cell_row(attack, found))
-        yield Finished(row, f"{attack.label} on {cell.label} seed {cell.seed} round {attack.round}: failed: {reason}")
+        yield Finished(row | where, f"{attack.label} on {cell.label} seed {cell.seed} round {attack.round}: "
+                                   f"failed: {reason}")
     for group, attacker in zip(job.memberships, data):
         for member_row in unrun_rows(list(group), attacker, reason):
-            yield Finished(member_row, f"{member_row['label']} on {cell.label} seed {cell.seed}: "
-                                       f"{member_row['status']}")
+            yield Finished(member_row | where, f"{member_row['label']} on {cell.label} seed {cell.seed}: "
+                                               f"{member_row['status']}")
 
 
 @dataclass(frozen=True)

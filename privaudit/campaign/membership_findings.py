@@ -57,7 +57,7 @@ from privaudit.attacks.membership.scores import (
 from privaudit.attacks.views import MODEL_VIEWS
 from privaudit.defenses import DEFENSES
 from privaudit.defenses.base import Defense, DefenseParams
-from privaudit import __version__
+from privaudit import __version__, devices
 from privaudit.campaign.cells import MembershipCell
 from privaudit.campaign.config import MembershipConfig
 from privaudit.errors import ConfigError
@@ -117,7 +117,7 @@ def attacker_data(table: MembershipConfig, setup: Setup) -> AttackerData:
     for victim in table.attacked:
         if not 0 <= victim < setup.local.n_agents:
             raise ValueError(f"victim {victim} is not an agent (0..{setup.local.n_agents - 1})")
-    shards = [setup.local.index[v, : int(setup.local.sizes[v])].numpy() for v in table.attacked]
+    shards = [setup.local.index[v, : int(setup.local.sizes[v])].cpu().numpy() for v in table.attacked]
     members = np.concatenate(shards)
     held_out = len(data.y_test)
     wanted_out = table.non_members or len(members)
@@ -183,7 +183,8 @@ def last_round_needed(table: MembershipConfig, defense: str, rounds: int) -> int
 
 def _reference_setup(setup: Setup, data: AttackerData, seed: int) -> Setup:
     """The target's setup with every agent's shard drawn from the pool (same sizes; without
-    replacement across agents when the pool holds them all, else within each agent only)."""
+    replacement across agents when the pool holds them all, else within each agent only), on the
+    target's device with its random stream there (`privaudit.devices`)."""
     rng = np.random.default_rng(seed)
     sizes = setup.local.sizes.tolist()
     pool = len(data.pool_y)
@@ -195,7 +196,7 @@ def _reference_setup(setup: Setup, data: AttackerData, seed: int) -> Setup:
         shards = [rng.choice(pool, size=size, replace=False) for size in sizes]
     dataset = dataclasses.replace(setup.data, x_train=data.pool_x, y_train=data.pool_y)
     return dataclasses.replace(setup, data=dataset, local=LocalData(data.pool_x, data.pool_y, shards),
-                               generator=torch.Generator().manual_seed(seed), seed=seed)
+                               generator=devices.generator(setup.device, seed), seed=seed)
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ class References:
 def reference_models(table: MembershipConfig, defense: str, params: DefenseParams, setup: Setup,
                      data: AttackerData, rounds: int, progress: Progress | None = None) -> References:
     """Train `table.references` reference runs and take the attacked view of each; `progress`
-    counts their rounds (`reference_progress`)."""
+    counts their rounds (`reference_progress`). They train on the device of `setup`."""
     started = time.perf_counter()
     tick = None if progress is None else (lambda round, public: progress.update(1))
     view = MODEL_VIEWS.get(defense)
@@ -225,13 +226,14 @@ def reference_models(table: MembershipConfig, defense: str, params: DefenseParam
     for seed in seeds:
         reference_setup = _reference_setup(setup, data, seed)
         local = reference_setup.local
-        shards.append([local.index[i, : int(local.sizes[i])].numpy() for i in range(local.n_agents)])
-        reference = DEFENSES[defense](params, reference_setup)
+        shards.append([local.index[i, : int(local.sizes[i])].cpu().numpy() for i in range(local.n_agents)])
         taps = []
         if table.target == "intercepted":
             links = [(v, j) for v in table.attacked for j in setup.topology.neighbours(v)]
             taps = [Eavesdropper(links, rounds=view_rounds(table, defense), kinds=view.kinds)]
-        output = simulate(reference, needed, eval_every=needed, taps=taps, after_round=tick)
+        with devices.on(setup.device):
+            reference = DEFENSES[defense](params, reference_setup)
+            output = simulate(reference, needed, eval_every=needed, taps=taps, after_round=tick)
         for victim in table.attacked:
             if table.target == "average":
                 found.setdefault((None, victim), []).append(output.final_states.mean(dim=0))
@@ -300,13 +302,15 @@ def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[in
                      data: AttackerData) -> tuple[dict[str, np.ndarray], RmiaA]:
     """LOSS, offline LiRA and RMIA scores of the candidates (higher: more likely a member), each
     candidate against its victim's target model and that victim position's reference models, and
-    the RMIA a they were scored with; ValueError when a model's outputs are not finite."""
+    the RMIA a they were scored with; ValueError when a model's outputs are not finite. The models
+    run where the attacker's data are (an intercepted view comes from the CPU transcript)."""
+    device = data.candidates_x.device
     scores = {name: np.empty(len(data.owners)) for name in METHODS}
     outputs: dict[int, tuple[np.ndarray, MembershipOutputs]] = {}
     trials = []
     for victim, target in targets.items():
         mine = np.flatnonzero(data.owners == victim)
-        params = torch.cat([target[None].float(), references[victim].float()])
+        params = torch.cat([target[None].float(), references[victim].float()]).to(device)
         loss, phi, log_prob = _outputs(model, params, data.candidates_x[mine], data.candidates_y[mine])
         _, _, z_log_prob = _outputs(model, params, data.population_x, data.population_y)
         for name, values in (("loss", loss), ("confidence", phi), ("population log probability", z_log_prob)):
@@ -317,7 +321,7 @@ def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[in
                 raise ValueError(f"{which} gives a non-finite {name} on some records (diverged training?)")
         outputs[victim] = (mine, MembershipOutputs(loss, phi, log_prob, z_log_prob))
         if table.rmia_a is None and table.references >= RMIA_A_MIN_REFERENCES:
-            _, _, pool_log_prob = _outputs(model, references[victim].float(), data.pool_x, data.pool_y)
+            _, _, pool_log_prob = _outputs(model, references[victim].float().to(device), data.pool_x, data.pool_y)
             if not np.isfinite(pool_log_prob).all():
                 raise ValueError(f"a reference model of victim {victim} gives a non-finite log probability on its pool")
             trials += _pseudo_targets(victim, shards, pool_log_prob, z_log_prob[1:])

@@ -461,8 +461,8 @@ class Simulations:
 def simulations(game: Game, runs: int, include: bool, seed: int, side: int, worlds: int | None, workers: int,
                 device: torch.device | None) -> Simulations:
     """The plan of `runs` runs of one side (`Simulations`); `worlds` per simulation (None: the
-    memory model's, `worlds_per_run`), `device` None: `privaudit.devices.audit_device()`."""
-    device = device or devices.audit_device()
+    memory model's, `worlds_per_run`), `device` None: `privaudit.devices.work_device()`."""
+    device = device or devices.work_device()
     per = worlds or worlds_per_run(game, device)
     chunks = math.ceil(runs / per)
     return Simulations(device, workers if device.type == "cpu" else 1,
@@ -478,7 +478,7 @@ def scores(game: Game, runs: int, include: bool, seed: int, side: int, worlds: i
     side, c), so the two sides of an audit never share a draw, even when both leave the canary out
     (the null audit), and where a simulation runs does not change its numbers. The first
     simulation checks the attacker's stacked reading (`Listener`), the others read as it ended.
-    The simulations run on `device` (None: `privaudit.devices.audit_device()`); on a CUDA device
+    The simulations run on `device` (None: `privaudit.devices.work_device()`); on a CUDA device
     in this process, whatever `workers` says (one GPU runs the worlds in parallel). Returns every
     run's `Scored` (the laws, the rounds heard and the reading are the first simulation's)."""
     plan = simulations(game, runs, include, seed, side, worlds, workers, device)
@@ -538,7 +538,7 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
     delta = audit_delta(claim, delta)
     if not 0 <= delta < 1:
         raise ConfigError(f"delta must lie in [0, 1), got {delta}")
-    device = devices.audit_device()
+    device = devices.work_device()
     start = time.perf_counter()
     without = scores(game, runs, False, seed, side=0, worlds=worlds, workers=workers, device=device,
                      progress=progress)
@@ -598,7 +598,7 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
         "whole_run": whole_run_choice(eps_bound, chosen),
         "scores": {"without": _summary(scores_out), "with": _summary(scores_in)},
         "wall_s": wall,
-        "device": device.type,
+        "device": devices.name(device),
         "runs_per_second": 2 * runs / wall,
         "worlds_per_simulation": worlds or worlds_per_run(game, device),
     }
@@ -727,7 +727,8 @@ def one_run_game(game: Game, *, guesses: int = 20, confidence: float = 0.95, del
     mechanism), and μ_LB by Mahloujifar et al.'s f-DP analysis with Gaussian trade-off curves
     (rigorous: no μ-GDP mechanism below it gives that count), beside the ε that μ_LB means if the
     mechanism's curve is Gaussian (`privaudit.attacks.audit.one_run`). Returns a JSON-ready record like
-    `audit_game`'s."""
+    `audit_game`'s. The run plays on `privaudit.devices.work_device()`; the canaries' coins are
+    drawn on the CPU, so every device audits the same draw of them."""
     count = len(game.canaries)
     if not (1 <= guesses and 2 * guesses <= count):
         raise ConfigError(f"guesses must satisfy 1 <= guesses and 2 * guesses <= canaries ({count}), got {guesses}")
@@ -738,7 +739,8 @@ def one_run_game(game: Game, *, guesses: int = 20, confidence: float = 0.95, del
     start = time.perf_counter()
     included = torch.rand(count, generator=torch.Generator().manual_seed(seed + 1)) < 0.5
     run_seed = int(np.random.SeedSequence([seed, 2]).generate_state(1)[0])
-    scored = play(game, included, run_seed, 1).totals[0]
+    device = devices.work_device()
+    scored = play(game, included.to(device), run_seed, 1, device=device).totals[0].cpu()
     order = torch.argsort(scored)
     correct = int((~included[order[:guesses]]).sum() + included[order[-guesses:]].sum())
     return {
@@ -768,4 +770,5 @@ def one_run_game(game: Game, *, guesses: int = 20, confidence: float = 0.95, del
         "eps_sound": claim.eps_sound,
         "eps_claimed": claim.eps_claimed,
         "wall_s": time.perf_counter() - start,
+        "device": devices.name(device),
     }

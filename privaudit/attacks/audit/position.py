@@ -399,7 +399,7 @@ def position_audit(game: Game, attackers: Sequence[int | Iterable[int]] | None =
                           f"{len(game.canaries)} {game.canaries.kind} canar{'y' if len(game.canaries) == 1 else 'ies'}")
     found = positions(game, attackers)
     scored = [position for position in found if position.reached]
-    device = devices.audit_device()
+    device = devices.work_device()
     start = time.perf_counter()
     out = into = np.zeros((0, runs))
     if scored:
@@ -414,7 +414,7 @@ def position_audit(game: Game, attackers: Sequence[int | Iterable[int]] | None =
               "adjacency": game.channel.adjacency, "pair": game.channel.pair, "null": null, "runs_per_side": runs,
               "protocol": "held-out", "statistic": STATISTIC, "statistic_method": STATISTIC_METHOD, "delta": delta,
               "confidence": confidence, "eps_claimed": game.claim.eps_claimed, "eps_sound": game.claim.eps_sound,
-              "wall_s": wall, "device": device.type, "worlds_per_simulation": worlds or worlds_per_run(game, device)}
+              "wall_s": wall, "device": devices.name(device), "worlds_per_simulation": worlds or worlds_per_run(game, device)}
     samples = iter(zip(out, into))
     return [_record(game, position, next(samples) if position.reached else None, shared) for position in found]
 

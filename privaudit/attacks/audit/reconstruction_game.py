@@ -46,6 +46,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from privaudit import devices
 from privaudit.attacks.audit.canaries import with_records
 from privaudit.attacks.audit.reconstruction_bounds import ReconstructionBound, psnr_kappa, reconstruction_bound
 from privaudit.attacks.inversion import INVERSIONS
@@ -191,14 +192,17 @@ def _seeds(seed: int, index: int) -> tuple[int, int]:
     return int(words[0]), int(words[1] & 0x7FFFFFFF)
 
 
-def play_trial(game: ReconstructionGame, index: int) -> Trial:
+def play_trial(game: ReconstructionGame, index: int, device: torch.device = torch.device("cpu")) -> Trial:
     """Trial `index`: draw z from the pool, run the defense with the victim holding only z, let
-    the tap listen, extract the target at the attacked round, invert it, score against z."""
+    the tap listen, extract the target at the attacked round, invert it, score against z. The
+    run and the attack are on `device` (`privaudit.devices`: the trial's set-up moved there, its
+    random stream a generator there); the reconstruction is scored on the CPU."""
     draw, seed = _seeds(game.setup.seed, index)
     candidate = int(np.random.default_rng(draw).integers(len(game.pool_x)))
     z, label = game.pool_x[candidate: candidate + 1], game.pool_y[candidate: candidate + 1]
-    setup = holding(game.setup, game.victim, z, label, seed)
-    defense = DEFENSES[game.kind](game.params, setup)
+    setup = holding(game.setup, game.victim, z, label, seed).to(device)
+    with devices.on(device):
+        defense = DEFENSES[game.kind](game.params, setup)
     tap = game.tap()
     record = int(game.pool_rows[candidate])
 
@@ -206,7 +210,8 @@ def play_trial(game: ReconstructionGame, index: int) -> Trial:
         return Trial(index, candidate, record, seed, None, False, status)
 
     try:
-        output = simulate(defense, game.simulated, eval_every=game.simulated, taps=[tap])
+        with devices.on(device):
+            output = simulate(defense, game.simulated, eval_every=game.simulated, taps=[tap])
     except Diverged as diverged:
         return failed(f"failed: training run {diverged}")
     try:
@@ -215,20 +220,23 @@ def play_trial(game: ReconstructionGame, index: int) -> Trial:
         return failed(f"failed: extraction: {error.args[0] if error.args else error}")
     data = setup.data
     inversion = game.inversion if game.inversion is not None else INVERSIONS[game.attack]()
-    result = inversion.run(target, setup.model, input_shape=data.shape, num_classes=data.num_classes, batch_size=1,
-                           normalisation=data.normalisation, seed=seed)
+    with devices.on(device):
+        result = inversion.run(target.to(device), setup.model, input_shape=data.shape, num_classes=data.num_classes,
+                               batch_size=1, normalisation=data.normalisation, seed=seed)
     if result.images is None:
         return failed(result.status)
-    _, psnr = pixel_errors(result.images.float(), z, data.normalisation)
+    _, psnr = pixel_errors(result.images.float().cpu(), z.cpu(), data.normalisation)
     return Trial(index, candidate, record, seed, psnr, psnr >= game.threshold_db, result.status)
 
 
 def play(game: ReconstructionGame, *, trials: int, confidence: float, delta: float) -> dict[str, Any]:
     """`trials` independent trials and the bound they force: the `ReconstructionBound` fields,
-    the pool's size, the κ bracket, every trial, and the wall time."""
+    the pool's size, the κ bracket, every trial, the wall time and the device the trials ran on
+    (`privaudit.devices.work_device()`)."""
     started = time.perf_counter()
+    device = devices.work_device()
     kappa_lower, kappa = psnr_kappa(pool_pixels(game), game.threshold_db)
-    played = [play_trial(game, index) for index in range(trials)]
+    played = [play_trial(game, index, device) for index in range(trials)]
     criterion = f"PSNR >= {game.threshold_db:g} dB against the target, one guess per trial"
     bound: ReconstructionBound = reconstruction_bound(sum(t.success for t in played), trials, kappa, delta,
                                                       confidence, kappa_lower=kappa_lower, criterion=criterion)
@@ -245,4 +253,5 @@ def play(game: ReconstructionGame, *, trials: int, confidence: float, delta: flo
         "trial_records": [t.as_dict() for t in played],
         "psnr": [None if t.psnr is None or not math.isfinite(t.psnr) else t.psnr for t in played],
         "wall_s": time.perf_counter() - started,
+        "device": devices.name(device),
     }

@@ -65,6 +65,7 @@ from scipy.optimize import linear_sum_assignment
 from torch import Tensor
 from torch.optim.lbfgs import _strong_wolfe
 
+from privaudit import devices
 from privaudit.attacks.extraction import Target
 from privaudit.attacks.inversion.base import Observer, Reconstruction, register_inversion
 from privaudit.attacks.inversion.labels import extract_labels, final_inputs_nonnegative
@@ -225,7 +226,7 @@ class _Setup:
             batch_size=images_per_target(target, batch_size),
             low=low,
             high=high,
-            generator=torch.Generator().manual_seed(seed),
+            generator=devices.generator(target.gradient.device, seed),
         )
 
     def released(self, x: Tensor, y: Tensor) -> Tensor:
@@ -905,7 +906,7 @@ def _counted_labels(setup: _Setup, tracker: _Tracker, nonnegative: bool) -> Tens
     if counted is None:
         return None
     cost = -logits.detach().log_softmax(-1)[:, counted]
-    slots, picks = linear_sum_assignment(cost.double().numpy())
+    slots, picks = linear_sum_assignment(cost.double().cpu().numpy())
     return counted[torch.as_tensor(picks[slots.argsort()])]
 
 
