@@ -49,6 +49,9 @@ CANARY_KINDS: tuple[str, ...] = ("gradient", "record", "outlier")
 _PROBE_ROWS = 4096
 """At most this many probed gradients (records × probe points) go into the search for quiet directions."""
 _MARK_SCALE = 4.0
+_DIRECTION_BYTES = 28
+"""Bytes per canary per parameter while quiet directions are found (`_complement`): the float64 draws,
+their projection's temporary and QR's factor (3 × 8), and the float32 directions kept (4)."""
 
 
 def _keys(x: Tensor) -> Tensor:
@@ -290,6 +293,11 @@ def quiet_directions(setup: Setup, victim: int, count: int, seed: int, coordinat
 
     Kept by content (`_content`): `privaudit check` builds every audit's game and the run builds
     it again, and in one process the second finds the first's directions."""
+    if not coordinate:
+        require("memory", math.ceil(_DIRECTION_BYTES * count * setup.model.dim / 2**20),
+                f"{count} gradient canaries' directions ({count:,} × {setup.model.dim:,} parameters × "
+                f"{_DIRECTION_BYTES} bytes while they are found); fewer canaries, or record or outlier canaries "
+                "(canary = \"record\" | \"outlier\"), whose size does not grow with the model")
     grads = victim_gradients(setup, victim, seed)
     key = _content(grads, count, seed, coordinate)
     if key in _QUIET:
