@@ -175,3 +175,19 @@ def test_a_users_model_on_a_users_image_folder_is_trained_attacked_audited_and_r
 def test_a_users_batch_norm_model_is_refused_at_check_in_one_line(workspace, capsys):
     message = one_line_error(capsys, ["check", _campaign(workspace, "with_batch_norm"), "--allow-code"])
     assert "model 'your_nets:with_batch_norm': layer '1' is BatchNorm2d" in message
+
+
+def test_gradient_canaries_too_many_for_the_memory_limit_are_refused_at_check_in_one_line(workspace, capsys,
+                                                                                          monkeypatch):
+    """A one-run audit's gradient canaries are directions as long as the model: 200 of them on a
+    ResNet-18 are 17 GB while they are found, which killed `check`; the memory limit refuses them
+    first (here a 1 MB limit against 200 canaries of the small model's 380 parameters; the
+    campaign's attacks, which need more, are left out)."""
+    monkeypatch.setenv("PRIVAUDIT_MAX_MEMORY_MB", "1")
+    path = _campaign(workspace, "small_cnn")
+    text = open(path).read()
+    text = text[:text.index("[[attack]]")] + text[text.index("[[audit]]"):]
+    open(path, "w").write(text.replace("canaries = 20\n", "canaries = 200\n"))
+    message = one_line_error(capsys, ["check", path, "--allow-code"])
+    assert "200 gradient canaries' directions (200 × 380 parameters × 28 bytes" in message
+    assert "record or outlier canaries" in message
