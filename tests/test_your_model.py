@@ -123,6 +123,7 @@ def workspace(tmp_path, monkeypatch):
     (code / "your_nets.py").write_text(NETS)
     monkeypatch.syspath_prepend(str(code))
     monkeypatch.delitem(__import__("sys").modules, "your_nets", raising=False)
+    monkeypatch.setenv("PRIVAUDIT_PROGRESS_SECONDS", "3600")  # no progress line beside a one-line error
     return tmp_path
 
 
