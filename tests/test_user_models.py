@@ -248,6 +248,9 @@ def test_a_torchvision_architecture_has_group_norm_and_says_so():
 
 def test_a_torchvision_architecture_trains_a_round_and_the_row_says_what_changed(tmp_path, capsys):
     path, out = _campaign(tmp_path, "torchvision:shufflenet_v2_x0_5", [], rounds=1), tmp_path / "out"
+    assert main(["check", path, "--out", str(out)]) == 0
+    said = capsys.readouterr().err
+    assert "privaudit: warning: DP-D-PSGD: model 'torchvision:shufflenet_v2_x0_5' is trained as changed: torchvision's shufflenet_v2_x0_5" in said
     assert main(["run", path, "--out", str(out), "--quiet"]) == 0
     [row] = _rows(out)
     assert "error" not in row and "code" not in row["config"]

@@ -155,6 +155,9 @@ class TrainingJob:
             warnings.append(f"{error} (its cells will be failed rows)")
         else:
             warnings += filter(None, [relation_warning(claim)])
+        note = model_note(defense.setup.model.module)
+        if note:
+            warnings.append(f"{self.cell.label}: model {self.cell.run.model!r} is trained as changed: {note}")
         for attack in self.attacks:
             _plan(attack, defense)
             unheard = None if attack.attack.threat == "coalition" else attack_unheard(attack, defense)
