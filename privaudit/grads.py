@@ -4,7 +4,8 @@ private algorithms use.
 Per-sample gradients are the hot path of every DP defense (N agents × neighbours × batch per
 round, and an audit's thousands of worlds), so they are computed by the model's `sample_grads`:
 in closed form where the model has one (logistic regression), else with `torch.func` (`vmap` over
-samples), never with a Python loop over samples.
+samples), with a Python loop over samples only on the CPU for models of millions of parameters,
+where it is the faster (`privaudit.flatmodel.LOOP_MIN_PARAMETERS`).
 
 They are formed in chunks of at most `chunk_rows` samples (agents × samples where agents are
 batched too), so that a real-size CNN's fit the `memory` limit: a ResNet-18's gradient is 45 MB, a
@@ -69,9 +70,10 @@ def per_sample_grads(model: FlatModel, flat: Tensor, x: Tensor, y: Tensor) -> Te
 
 
 def _sample_grads_at(model: FlatModel, flat: Tensor, x: Tensor, y: Tensor) -> Tensor:
-    """Per-sample gradients of one chunk at one point: the closed form, or `vmap` with the point
-    unbatched (each convolution then runs once on the chunk, not once per sample's weights)."""
-    if model.closed_form:
+    """Per-sample gradients of one chunk at one point: the closed form or a loop over samples
+    (`FlatModel.sample_grads`), or `vmap` with the point unbatched (each convolution then runs once
+    on the chunk, not once per sample's weights)."""
+    if model.closed_form or model.loops_samples(flat):
         return model.sample_grads(flat.expand(len(x), -1), x, y)
     return vmap(grad(model.sample_loss), in_dims=(None, 0, 0))(flat, x, y)
 
@@ -103,7 +105,7 @@ def per_sample_grads_agents(model: FlatModel, flats: Tensor, x: Tensor, y: Tenso
 
 def _agents_grads(model: FlatModel, flats: Tensor, x: Tensor, y: Tensor) -> Tensor:
     """`per_sample_grads_agents` of one chunk, formed at once."""
-    if not model.closed_form:
+    if not (model.closed_form or model.loops_samples(flats)):
         return vmap(vmap(grad(model.sample_loss), in_dims=(None, 0, 0)))(flats, x, y)
     agents, batch = x.shape[:2]
     points = flats[:, None].expand(-1, batch, -1).reshape(agents * batch, -1)

@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 
+from privaudit import flatmodel
 from privaudit.flatmodel import FlatModel
 from privaudit.grads import (WORKING_COPIES, chunk_rows, clip_l2, masked_sums, per_sample_grads,
                              per_sample_grads_agents)
@@ -140,3 +141,25 @@ def test_masked_sums_reduce_chunk_by_chunk(monkeypatch):
     assert max(rows) <= step and sum(rows) == mask.sum()
     _assert_close(chunked, whole)
     assert torch.equal(chunked[2], torch.zeros(model.dim))
+
+
+def test_the_loop_over_samples_gives_vmaps_gradients(monkeypatch):
+    """Models of millions of parameters loop over samples on the CPU (`LOOP_MIN_PARAMETERS`): the
+    same gradients as `vmap`, in every function and chunked, at one point and at one per row."""
+    model = _mlp(300)
+    generator = torch.Generator().manual_seed(5)
+    flats = model.initial() + 0.05 * torch.randn(3, model.dim, generator=generator)
+    x, y = torch.randn(3, 7, 1, 4, 4, generator=generator), torch.randint(0, 4, (3, 7), generator=generator)
+    mask = torch.ones(3, 7)
+    with_vmap = (per_sample_grads(model, flats[0], x[0], y[0]), per_sample_grads_agents(model, flats, x, y),
+                 masked_sums(model, flats, x, y, mask, lambda g: clip_l2(g, 0.5)))
+    assert not model.loops_samples(flats)
+    monkeypatch.setattr(flatmodel, "LOOP_MIN_PARAMETERS", model.dim)
+    monkeypatch.setenv("PRIVAUDIT_MAX_MEMORY_MB", str(TINY_MB))
+    assert model.loops_samples(flats)
+    calls = _counting_losses(model)
+    looped = (per_sample_grads(model, flats[0], x[0], y[0]), per_sample_grads_agents(model, flats, x, y),
+              masked_sums(model, flats, x, y, mask, lambda g: clip_l2(g, 0.5)))
+    assert len(calls) == 7 + 21 + 21, "one loss per sample"
+    for chunked, whole in zip(looped, with_vmap):
+        _assert_close(chunked, whole)
