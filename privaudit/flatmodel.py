@@ -20,13 +20,12 @@ from torch.func import functional_call, grad, vmap
 
 LOOP_MIN_PARAMETERS = 2_000_000
 """Models of at least this many parameters take per-sample gradients on the CPU one sample at a
-time (`FlatModel.loops_samples`), smaller ones with `vmap`. Measured on one thread of 2 shared
-cores (bench/per_sample_grads.py, CPU seconds, batch 32): vmap against the loop, samples per
+time (`FlatModel.loops_samples`), smaller ones with `vmap`. Measured on one thread of 2 cores shared
+with other work (load 4-6; CPU seconds, batch 32, 2026-11-28): vmap against the loop, samples per
 second, DPDL MNIST CNN (62 k) 2,000 against 295, an MLP of 1.7 M 70 against 67, of 4.1 M 38
-against 52, ResNet-18 (11 M) 3.9 (5.1 in chunks of 4) against 6.2. Where a sample's work dwarfs a
-loop's dispatch, vmap's batched convolution backward (a grouped convolution) costs more than it
-saves; it is also less exact with oneDNN: a ResNet-18's per-sample gradients off float64 by
-4.8e-3 of their norm, the loop's by 8e-7. On CUDA vmap stays: a loop there waits on kernel launches."""
+against 52, ResNet-18 (11 M) 3.9 (5.1 in chunks of 4) against 6.2: where a sample's work dwarfs
+a loop's dispatch, vmap's batched convolution backward (a grouped convolution) costs more than it
+saves. On CUDA vmap stays: a loop there waits on kernel launches."""
 
 
 def _argmax(output: Tensor) -> Tensor:

@@ -6,7 +6,9 @@ default limit (8 GB), where every batch here is one chunk. Equal to float32 roun
 a matrix product of fewer rows may sum its terms in another order (7 rows of a 20,000-feature
 logistic regression moved entries by 8e-6 of their size)."""
 
+import importlib.util
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -163,3 +165,23 @@ def test_the_loop_over_samples_gives_vmaps_gradients(monkeypatch):
     assert len(calls) == 7 + 21 + 21, "one loss per sample"
     for chunked, whole in zip(looped, with_vmap):
         _assert_close(chunked, whole)
+
+
+@pytest.mark.slow
+def test_privaudits_resnet_per_sample_grads_equal_opacuss():
+    """bench/per_sample_grads.py's comparison on two samples: the same ResNet-18 (group norm),
+    privaudit's gradients (one sample at a time on the CPU) against Opacus's hooks. Slow (17 s
+    on 2 shared cores) and skipped without the bench extra's Opacus."""
+    pytest.importorskip("opacus")
+    spec = importlib.util.spec_from_file_location("bench_per_sample_grads",
+                                                  Path(__file__).parent.parent / "bench" / "per_sample_grads.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    torch.manual_seed(0)
+    module = build_model("resnet18", (3, 32, 32), 10)
+    model = FlatModel(module)
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2, 3, 32, 32, generator=generator), torch.tensor([1, 7])
+    ours = per_sample_grads(model, model.initial(), x, y)
+    assert model.loops_samples(model.initial())
+    assert bench.row_errors(ours, bench.opacus_grads(module, x, y)()) <= bench.AGREEMENT
