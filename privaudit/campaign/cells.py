@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.func import grad, vmap
 
 from privaudit import devices
 from privaudit.defenses.base import Defense, DefenseParams
@@ -34,7 +35,6 @@ from privaudit.data import partition
 from privaudit.errors import ConfigError, DataError
 from privaudit.limits import require
 from privaudit.flatmodel import FlatModel
-from privaudit.grads import per_sample_grads
 from privaudit.models import CHECK_BATCH, MODELS, build_model, build_user_model, error_line, model_task
 from privaudit.sampling import LocalData
 from privaudit.setup import Setup
@@ -396,9 +396,11 @@ def _check_per_sample_gradients(name: str, model: FlatModel, x: torch.Tensor, y:
     every clipping defense and every inversion computes) cannot be taken of a model privaudit did
     not write: a forward pass that reads a tensor's value (`.item()`), branches on data or writes
     into its input works on a batch and fails only here, so it is refused at `check`, not
-    mid-run. It is taken on the first training records `x`, `y`."""
+    mid-run. It is taken on the first two training records of `x`, `y` with vmap itself, whatever
+    path `privaudit.grads` takes on this device (a large model on the CPU loops over samples, and
+    would hide what fails on a GPU or in an inversion's replay)."""
     try:
-        per_sample_grads(model, model.initial(), x, y)
+        vmap(grad(model.sample_loss), in_dims=(None, 0, 0))(model.initial(), x[:2], y[:2])
     except (Exception, SystemExit) as error:  # noqa: BLE001 - the model may be a user's: one line
         raise ValueError(f"model '{name}': per-sample gradients (torch.func.vmap over torch.func.grad) fail on it: "
                          f"{error_line(error)}") from None
