@@ -44,10 +44,25 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("claims_fuzz")
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_random_hyperparameters_give_a_claims_table_or_one_line(folder, capsys, data):
-    kind = data.draw(st.sampled_from(KINDS))
+def test_random_hyperparameters_give_a_claims_table_or_one_line(folder, capsys, kind, data):
+    """Ten drawn tables of each defense (`test_many_random_hyperparameters_give_a_claims_table_or_one_line`
+    draws forty, under `make test-slow`)."""
+    _claims_table_or_one_line(folder, capsys, kind, data)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_many_random_hyperparameters_give_a_claims_table_or_one_line(folder, capsys, kind, data):
+    _claims_table_or_one_line(folder, capsys, kind, data)
+
+
+def _claims_table_or_one_line(folder, capsys, kind: str, data) -> None:
+    """The property, on a table of `kind` with up to three of its numeric fields drawn."""
     fields = numeric_fields(kind)
     chosen = data.draw(st.dictionaries(st.sampled_from(fields), values, max_size=3)) if fields else {}
     rounds = data.draw(st.sampled_from([1, 3, 30, 1000]))

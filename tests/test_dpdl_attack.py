@@ -13,7 +13,10 @@ from privaudit.campaign.run import run_campaign
 BASE = {"kind": "dpdl", "topology": "bipartite", "agents": 10, "model": "lenet_dlg",
         "model_options": {"init": "dlg"}, "rounds": 3, "eval_every": 3, "lr": 0.005, "batch_size": 1,
         "clip": 2.0, "beta": 0.7, "alpha": 1.5}
-IG = {"kind": "ig", "optimizer": "lbfgs", "iterations": 1000, "restarts": 1}
+IG = {"kind": "ig", "optimizer": "lbfgs", "iterations": 500, "restarts": 1}
+"""One attack for all three targets. At 500 L-BFGS iterations the noiseless targets come back at
+34.1 (CG) and 35.5 dB (MM*) (48.0 at 1,000, 20.9 at 300), so the attack that leaves DPDL's target
+at 3.9 dB, against a floor of 10.6 dB at either count, is shown strong enough on the same run."""
 
 
 @pytest.fixture(scope="module")
