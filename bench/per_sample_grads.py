@@ -27,7 +27,7 @@ import warnings
 
 import torch
 
-from privaudit import threads
+from privaudit import devices, threads
 from privaudit.attacks.extraction import Target
 from privaudit.attacks.inversion.gradient_matching import InvertingGradients
 from privaudit.data import Normalisation
@@ -141,22 +141,29 @@ def _alternating(functions: dict, repeats: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def inverting_gradients_step(model: FlatModel, steps: int) -> float:
+def inverting_gradients_step(model: FlatModel, steps: int, device: torch.device = torch.device("cpu")) -> float:
     """Median seconds of one step of Inverting Gradients (Adam, the paper's optimiser; objective,
-    its backward and the update) on one 32×32 image, timed between consecutive evaluations."""
+    its backward and the update) on one 32×32 image, timed between consecutive evaluations, on
+    `device` (the model moved there, as a campaign's attack runs: `privaudit.devices`); on CUDA
+    each stamp waits for the device's queue."""
     generator = torch.Generator().manual_seed(1)
     x, y = torch.rand(1, 3, 32, 32, generator=generator), torch.tensor([3])
-    point = model.initial()
-    target = Target(batch_grad(model, point, x, y), point, victim=0, round=0)
+    model = model if device.type == "cpu" else model.to(device)
+    x, y = x.to(device), y.to(device)
     stamps: list[float] = []
 
     def observer(_evaluations, _images, _objective) -> bool:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         stamps.append(time.perf_counter())
         return False
 
-    attack = InvertingGradients(optimizer="adam", iterations=steps, restarts=1)
-    attack.run(target, model, input_shape=(3, 32, 32), num_classes=10, batch_size=1,
-               normalisation=Normalisation((0.5,) * 3, (0.5,) * 3), seed=0, observer=observer)
+    with devices.on(device):
+        point = model.initial()
+        target = Target(batch_grad(model, point, x, y), point, victim=0, round=0)
+        attack = InvertingGradients(optimizer="adam", iterations=steps, restarts=1)
+        attack.run(target, model, input_shape=(3, 32, 32), num_classes=10, batch_size=1,
+                   normalisation=Normalisation((0.5,) * 3, (0.5,) * 3), seed=0, observer=observer)
     return statistics.median(b - a for a, b in zip(stamps, stamps[1:]))
 
 
@@ -191,6 +198,11 @@ def resnet_figures(repeats: int, ig_steps: int) -> dict:
         figures["privaudit_over_opacus"] = seconds["opacus"] / seconds["privaudit"]
     figures["ig_step_s"] = inverting_gradients_step(model, ig_steps)
     figures["ig_case"] = "Adam (the paper's), batch 1, float64, 1 restart"
+    if torch.cuda.is_available():
+        cuda = torch.device("cuda")
+        figures["cuda_device"] = torch.cuda.get_device_name(cuda)
+        figures["cuda_ig_step_s"] = inverting_gradients_step(model, ig_steps, cuda)
+        figures["cuda_ig_speedup"] = figures["ig_step_s"] / figures["cuda_ig_step_s"]
     return figures
 
 
@@ -259,6 +271,9 @@ def _print_resnet(resnet: dict) -> None:
         verdict = "meets" if resnet["privaudit_over_opacus"] >= 1 else "misses"
         print(f"  privaudit / opacus = {resnet['privaudit_over_opacus']:.2f} ({verdict} the 1.0 target)")
     print(f"  Inverting Gradients, one step ({resnet['ig_case']}): {resnet['ig_step_s']:.3f} s")
+    if "cuda_ig_step_s" in resnet:
+        print(f"  the same step on CUDA ({resnet['cuda_device']}): {resnet['cuda_ig_step_s']:.4f} s, "
+              f"{resnet['cuda_ig_speedup']:.1f}× the CPU's (target ≥ 10×)")
 
 
 if __name__ == "__main__":
