@@ -88,7 +88,7 @@ def test_a_whole_audit_on_cuda_bounds_below_the_sound_eps(monkeypatch):
     monkeypatch.setenv("PRIVAUDIT_DEVICE", "cuda")
     game = game_for_table({**DP, "rounds": 30}, DATA)
     record = audit_game(game, runs=4000)
-    assert record["device"] == "cuda" and record["worlds_per_simulation"] > 1024
+    assert record["device"] == "cuda:0" and record["worlds_per_simulation"] > 1024
     assert 0 < record["eps_lb"] <= record["eps_sound"]
     cpu = scores(game, 400, True, seed=1, side=1, device=torch.device("cpu"))[0]
     assert abs(float(np.mean(cpu)) - record["scores"]["with"]["mean"]) < 0.5 * float(np.std(cpu))

@@ -303,6 +303,8 @@ class Listener:
         self.totals = torch.zeros((self.copies, len(self.game.canaries)), dtype=torch.float64)
 
     def after_round(self, t: int, public: PublicKnowledge) -> None:
+        if public.initial_model.device != self.totals.device:
+            public = dataclasses.replace(public, initial_model=public.initial_model.to(self.totals.device))
         channel = self.game.channel
         last = channel.last_observable(self.game.rounds)
         while self.next <= last and channel.reads(self.next).stop - 1 <= t:
@@ -740,7 +742,7 @@ def one_run_game(game: Game, *, guesses: int = 20, confidence: float = 0.95, del
     included = torch.rand(count, generator=torch.Generator().manual_seed(seed + 1)) < 0.5
     run_seed = int(np.random.SeedSequence([seed, 2]).generate_state(1)[0])
     device = devices.work_device()
-    scored = play(game, included.to(device), run_seed, 1, device=device).totals[0].cpu()
+    scored = play(game, included, run_seed, 1, device=device).totals[0].cpu()
     order = torch.argsort(scored)
     correct = int((~included[order[:guesses]]).sum() + included[order[-guesses:]].sum())
     return {
