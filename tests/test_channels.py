@@ -59,10 +59,9 @@ def _readings(kind: str, data: dict, table: dict, rounds: int):
         rows = []
         for t in range(CHANNELS[kind].last_observable(rounds) + 1):
             for reading in _each_world(kind, worlds, game, t):
-                u = game.canaries.direction(game.setup.model, reading.points)[:, 0]
-                lengths = CHANNELS[kind].clipped(transcript.public.hyper, game.canaries.length(game.setup.model,
-                                                                                              reading.points))
-                rows.append(((reading.vectors * u).sum(-1), reading.gain * lengths[:, 0]))
+                projected, lengths = game.canaries.projections(game.setup.model, reading.points, reading.vectors)
+                lengths = CHANNELS[kind].clipped(transcript.public.hyper, lengths)
+                rows.append((projected[:, 0], reading.gain * lengths[:, 0]))
         found[present] = rows
     return game, found
 

@@ -38,7 +38,7 @@ from torch import Tensor
 from torch.func import grad, vmap
 
 from privaudit.flatmodel import FlatModel
-from privaudit.grads import per_sample_grads, per_sample_grads_agents
+from privaudit.grads import chunk_rows, per_sample_grads, per_sample_grads_agents
 from privaudit.limits import limit, require
 from privaudit.sampling import LocalData
 from privaudit.setup import Setup
@@ -159,25 +159,34 @@ class Canaries:
         gradients = torch.cat([self.norm * self.u, -self.norm * self.u])
         return PlantedModel(base, torch.cat([self.x, self.anti_x]), gradients)
 
-    def _gradients(self, model: FlatModel, points: Tensor) -> Tensor:
-        """Each canary record's gradient at each point: [R, k, P]."""
-        count, k = len(points), len(self)
-        return per_sample_grads_agents(model, points.float(), self.x[None].expand(count, k, *self.x.shape[1:]),
-                                       self.y[None].expand(count, k)).to(points.dtype)
+    def _gradients(self, model: FlatModel, points: Tensor, chosen: slice = slice(None)) -> Tensor:
+        """The `chosen` canary records' gradients at each point: [R, k, P]."""
+        x, y = self.x[chosen], self.y[chosen]
+        count, k = len(points), len(x)
+        return per_sample_grads_agents(model, points.float(), x[None].expand(count, k, *x.shape[1:]),
+                                       y[None].expand(count, k)).to(points.dtype)
 
-    def direction(self, model: FlatModel, points: Tensor) -> Tensor:
-        """Unit vectors along which each canary moves a gradient released at each of `points`:
-        [R, P] → [R, k, P] (u for gradient canaries, else the record's own gradient there)."""
-        if self.u is not None:
-            return self.u.to(points.dtype)[None].expand(len(points), -1, -1)
-        grads = self._gradients(model, points)
-        return grads / torch.linalg.vector_norm(grads, dim=-1, keepdim=True).clamp_min(1e-30)
+    def projections(self, model: FlatModel, points: Tensor, vectors: Tensor) -> tuple[Tensor, Tensor]:
+        """Each released vector [R, P] projected on the unit direction along which each canary moves
+        it at its point (u for gradient canaries, else the record's own gradient there), and each
+        canary's gradient length there: ([R, k], [R, k]).
 
-    def length(self, model: FlatModel, points: Tensor) -> Tensor:
-        """Each canary's gradient length at each point, [R, k]."""
+        A record canary's direction is a gradient as long as the model, per point and canary: 200
+        of them on a ResNet-18 are 18 GB in float64, which killed a one-run audit on the CPU. They
+        are formed for as many canaries at a time as `chunk_rows` lets fit in the memory limit,
+        and only their projections and lengths are kept."""
         if self.u is not None:
-            return torch.full((len(points), len(self)), self.norm, dtype=points.dtype, device=points.device)
-        return torch.linalg.vector_norm(self._gradients(model, points), dim=-1)
+            directions = self.u.to(points.dtype)[None].expand(len(points), -1, -1)
+            lengths = torch.full((len(points), len(self)), self.norm, dtype=points.dtype, device=points.device)
+            return torch.einsum("rp,rkp->rk", vectors, directions), lengths
+        step = max(1, chunk_rows(model.dim, points.element_size()) // max(len(points), 1))
+        values, lengths = [], []
+        for start in range(0, len(self), step):
+            grads = self._gradients(model, points, slice(start, start + step))
+            norms = torch.linalg.vector_norm(grads, dim=-1, keepdim=True)
+            values.append(torch.einsum("rp,rkp->rk", vectors, grads / norms.clamp_min(1e-30)))
+            lengths.append(norms[..., 0])
+        return torch.cat(values, dim=1), torch.cat(lengths, dim=1)
 
 
 def _probe_points(setup: Setup, count: int, seed: int) -> Tensor:

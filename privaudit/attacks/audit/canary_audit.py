@@ -319,10 +319,9 @@ class Listener:
         model = game.setup.model
         values, shifts = [], []
         for reading in readings:
-            directions = game.canaries.direction(model, reading.points)
-            values.append(torch.einsum("rp,rkp->rk", reading.vectors, directions))
-            lengths = channel.clipped(public.hyper, game.canaries.length(model, reading.points))
-            shifts.append(reading.gain[:, None] * lengths)
+            projected, lengths = game.canaries.projections(model, reading.points, reading.vectors)
+            values.append(projected)
+            shifts.append(reading.gain[:, None] * channel.clipped(public.hyper, lengths))
         if not values:
             return
         y, shift = torch.stack(values, -1), torch.stack(shifts, -1)
