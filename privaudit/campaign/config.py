@@ -801,6 +801,8 @@ class AuditConfig(_HearsLinks):
         if self.kind != "canary":
             return "threat", (f"{self.threat} hears no transcript, only final models: a {self.kind} audit reads "
                               "messages (canary audits only)")
+        if self.threat == "released_average" and self.observer is not None:
+            return "observer", "released_average receives the average of every agent's final model: it has no observer"
         if self.channels is not None:
             return "channels", f"{self.threat} hears no channel: it scores the final model"
         if self.statistic != "auto":
