@@ -1,4 +1,5 @@
-"""Threat models by name: the tap an `[[attack]]` table's `threat` stands for.
+"""Threat models by name: the tap an `[[attack]]` table's `threat` stands for, or the release a
+released-model threat receives.
 
 * `global_listener` hears every message on every link.
 * `eavesdropper` hears chosen links, undirected (`links`: both directions) or directed
@@ -11,6 +12,12 @@
 * `coalition` is one or several such agents pooling what they hear (`agents`), attacking every
   other agent at once (El Mrini et al. 2024; `privaudit/attacks/coalition/knowledge.py`, and `privaudit/attacks/coalition/record_fit.py`
   where every agent trains on one fixed record).
+* `released_model` hears nothing of the training: it receives the final model of one agent
+  (`observer`, default the victim) once the run ends, as a deployed or published model is handed
+  over. `[[audit]]` canary tables only: white-box (the parameters) for a gradient canary,
+  black-box (the model's loss on the canary) for a record or outlier canary.
+* `released_average` hears nothing of the training either: it receives the average of every
+  agent's final model. `[[audit]]` canary tables only, scored as `released_model`.
 
 Taps record only the rounds and message kinds an extractor reads, so a 1000-round run keeps a
 handful of messages.
@@ -19,11 +26,58 @@ handful of messages.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+
+from torch import Tensor
 
 from privaudit.topology import Topology
 from privaudit.wire import Coalition, CuriousNeighbour, Eavesdropper, GlobalListener, Kind, Tap
 
-THREATS = ("global_listener", "eavesdropper", "curious_neighbour", "coalition")
+TRANSCRIPT_THREATS = ("global_listener", "eavesdropper", "curious_neighbour", "coalition")
+"""The threat models that hear messages: a tap on the wire records their transcript."""
+RELEASED_THREATS = ("released_model", "released_average")
+"""The threat models that hear no message and receive final models only (`Release`)."""
+THREATS = TRANSCRIPT_THREATS + RELEASED_THREATS
+
+
+@dataclass(frozen=True)
+class Release:
+    """What a released-model threat receives: the mean of the final models of `agents` (one agent
+    for `released_model`, every agent for `released_average`), and nothing of the transcript. It
+    reads the defense's final states after the run, as whoever is handed the deployed model does;
+    on the batched worlds (`privaudit.worlds`) each world's own."""
+
+    threat: str
+    agents: tuple[int, ...]
+
+    def model(self, states: Tensor, network: int) -> Tensor:
+        """Each world's released model [copies, P] from the final states [copies × `network`, P]."""
+        worlds = states.reshape(-1, network, states.shape[-1])
+        return worlds[:, list(self.agents)].mean(dim=1)
+
+    def words(self) -> str:
+        """What the attacker receives, in words."""
+        if self.threat == "released_average":
+            return "the average of every agent's final model, nothing of the transcript"
+        return f"the final model of agent {self.agents[0]}, nothing of the transcript"
+
+
+def build_release(threat: str, victim: int, topology: Topology, *, observer: int | None = None) -> Release:
+    """The release `threat` receives (`RELEASED_THREATS`); `observer` is the agent whose final model
+    `released_model` receives (default the victim). ValueError (one line) for an agent the topology
+    lacks or an observer `released_average` does not take."""
+    if not 0 <= victim < topology.n:
+        raise ValueError(f"victim {victim} is not an agent (0..{topology.n - 1})")
+    if threat == "released_model":
+        agent = victim if observer is None else observer
+        if not 0 <= agent < topology.n:
+            raise ValueError(f"observer {agent} is not an agent (0..{topology.n - 1})")
+        return Release(threat, (agent,))
+    if threat == "released_average":
+        if observer is not None:
+            raise ValueError("released_average receives the average of every agent's model: it takes no observer")
+        return Release(threat, tuple(range(topology.n)))
+    raise ValueError(f"'{threat}' is not a released-model threat (choose from {', '.join(RELEASED_THREATS)})")
 
 
 def build_tap(threat: str, victim: int, topology: Topology, *, rounds: Iterable[int] | None = None,
@@ -34,6 +88,9 @@ def build_tap(threat: str, victim: int, topology: Topology, *, rounds: Iterable[
     topology does not have. `directed_links` (i, j) are heard from i to j only."""
     if not 0 <= victim < topology.n:
         raise ValueError(f"victim {victim} is not an agent (0..{topology.n - 1})")
+    if threat in RELEASED_THREATS:
+        raise ValueError(f"the {threat} threat hears no message, only final models once training ends: it has no "
+                         "transcript to read (it serves [[audit]] canary tables only)")
     if threat == "global_listener":
         tap: Tap = GlobalListener(rounds, kinds)
     elif threat == "eavesdropper":

@@ -345,7 +345,8 @@ def _reach(cell: AuditCell, game: Game) -> str:
                  f"certifies at most ε ≥ {ceiling:.3g} ({confidence})")
     else:
         protocol = table.protocol if table.protocol != "auto" else \
-            ("model" if game.law_free is None and game.canaries.kind == "gradient" and claim else "held-out")
+            ("model" if game.law_free is None and game.release is None and game.canaries.kind == "gradient" and claim
+             else "held-out")
         ceiling = perfect_test_eps(_trials(table.runs, protocol), table.confidence, delta)
         reach = (f"{table.runs:,} runs per side ({'threshold from the law' if protocol == 'model' else 'a quarter held out'}"
                  f"{', as auto would likely choose' if table.protocol == 'auto' else ''}): an error-free test would "
@@ -387,7 +388,7 @@ def canary_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
         measured = (f"the canary forces δ ≥ {delta_lb:.4g} at ε = {claimed:.4g} ({confidence}), "
                     f"{'above' if exceeds else 'not above'} the claimed δ = {delta:.3g}")
         return decide(claim, f"({claimed:.4g}, {delta:.3g})-DP", exceeds=exceeds, found=delta_lb > 0,
-                      measured=measured).as_dict()
+                      measured=measured, partial=_partial(record)).as_dict()
     exceeds = eps_lb > claimed
     measured = f"{forced}, {'above' if exceeds else 'not above'} the claimed ε = {claimed:.4g}"
     ceiling = _ceiling(record)
@@ -399,7 +400,13 @@ def canary_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
         measured += f" (an error-free test would reach ε ≥ {ceiling:.4g})"
     return decide(claim, f"(ε = {claimed:.4g}, δ = {delta:.3g})-DP", exceeds=exceeds, found=eps_lb > 0,
                   measured=measured, ratio=eps_lb / claimed if claimed > 0 else math.inf,
-                  powerless=powerless).as_dict()
+                  powerless=powerless, partial=_partial(record)).as_dict()
+
+
+def _partial(record: dict[str, Any]) -> str | None:
+    """What a released-model audit saw, in words (the verdict's `partial`); None for a transcript audit."""
+    released = record.get("released")
+    return None if released is None else f"only the last iterate ({released['threat']}: {released['sees']})"
 
 
 def canary_relation(game: Game) -> dict[str, Any]:
@@ -436,6 +443,10 @@ def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
         how = (f"{table.runs:,} runs per world, {record['canary']} canary, threshold "
                + ("fixed in advance from the mechanism's law" if record["protocol"] == "model"
                   else "chosen on a held-out quarter of the runs"))
+    if record.get("released") is not None:
+        released = record["released"]
+        return (f"{how}; {table.threat} receives {released['sees']}, scored by {record['statistic_method']}; "
+                f"{record['adjacency']}: {record.get('pair') or 'canary present or absent'}")
     scored = (", scored law-free (each round's projection weighted on held-out runs; no law assumed)"
               if record.get("statistic") == "projection" else "")
     return (f"{how}{scored}; {table.threat} hears {', '.join(record['channels'])}; {record['adjacency']}: "
@@ -486,6 +497,7 @@ def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
         "relation": canary_relation(game),
         "statistic_choice": record.get("whole_run"),
         "detail": record,
+        **({"threat": game.threat} if game.release is not None else {}),
     }
 
 

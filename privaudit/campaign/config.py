@@ -47,7 +47,7 @@ from privaudit.files import CAMPAIGN_BYTES, read_regular
 from privaudit.limits import MAX_NESTING, MAX_SEED, MIN_FPR, exceeded, within
 from privaudit.models import MODELS, TORCHVISION, check_torchvision
 from privaudit.synthetic import SYNTHETIC
-from privaudit.threats import THREATS
+from privaudit.threats import RELEASED_THREATS, THREATS
 from privaudit.topology import MIXING_RULES, TOPOLOGIES
 
 
@@ -466,6 +466,10 @@ class ThreatConfig(_HearsLinks):
 
     def misplaced(self) -> tuple[str, str] | None:
         """(field, why) when a field is set that the chosen threat or target does not use."""
+        if self.threat in RELEASED_THREATS:
+            reads = "an inversion reads messages" if isinstance(self, AttackConfig) else \
+                "membership on released models is not built yet"
+            return "threat", f"{self.threat} hears no transcript, only final models: {reads} ([[audit]] canary tables only)"
         if self.threat != "curious_neighbour" and self.observer is not None:
             return "observer", "only the curious_neighbour threat has one"
         if (wrong := self.misplaced_links()) is not None:
@@ -723,7 +727,8 @@ class AuditConfig(_HearsLinks):
     guesses: int = Field(20, ge=1, description="one_run: guesses per side (highest and lowest scores)")
     victim: int = Field(0, ge=0)
     threat: one_of(THREATS, "threat model") = "global_listener"
-    observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
+    observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent; released_model: "
+                                 "the agent whose final model is released (default the victim)")
     links: list[tuple[int, int]] | None = Field(None, description=LINKS_HELP)
     directed_links: list[tuple[int, int]] | None = Field(None, description=DIRECTED_LINKS_HELP)
     canary: one_of(CANARY_KINDS, "canary") = "gradient"
@@ -764,7 +769,10 @@ class AuditConfig(_HearsLinks):
             return "mechanism", "required when kind = 'mechanism'"
         if self.threat == "coalition":
             return "threat", "the coalition threat applies to [[attack]] tables only"
-        if self.kind != "mechanism" and self.threat != "curious_neighbour" and self.observer is not None:
+        if self.kind != "mechanism" and (wrong := self._misplaced_release()) is not None:
+            return wrong
+        if self.kind != "mechanism" and self.threat not in ("curious_neighbour", "released_model") \
+                and self.observer is not None:
             return "observer", "only the curious_neighbour threat has one"
         if self.kind != "mechanism" and (wrong := self.misplaced_links()) is not None:
             return wrong
@@ -782,6 +790,26 @@ class AuditConfig(_HearsLinks):
                 return name, f"not a field of a {self.kind} audit"
         if self.kind == "position" and self.victims is not None and "victim" in self.model_fields_set:
             return "victims", "give victim or victims, not both"
+        return None
+
+    def _misplaced_release(self) -> tuple[str, str] | None:
+        """(field, why) when a released-model threat meets what it cannot serve: it hears no message,
+        so only a canary audit scores what it receives (the final model), with no channel, no law
+        and no transcript statistic."""
+        if self.threat not in RELEASED_THREATS:
+            return None
+        if self.kind != "canary":
+            return "threat", (f"{self.threat} hears no transcript, only final models: a {self.kind} audit reads "
+                              "messages (canary audits only)")
+        if self.threat == "released_average" and self.observer is not None:
+            return "observer", "released_average receives the average of every agent's final model: it has no observer"
+        if self.channels is not None:
+            return "channels", f"{self.threat} hears no channel: it scores the final model"
+        if self.statistic != "auto":
+            return "statistic", f"{self.threat} scores the final model itself; leave statistic to auto"
+        if self.protocol == "model":
+            return "protocol", (f"{self.threat}: no law of the final model is stated to fix the threshold from; "
+                                "use held-out (or auto)")
         return None
 
     @property

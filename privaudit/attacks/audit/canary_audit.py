@@ -56,6 +56,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from torch import Tensor
+from torch.func import vmap
 
 from privaudit.attacks import views
 from privaudit.attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, outlier_canaries, record_canaries,
@@ -74,7 +75,7 @@ from privaudit.errors import ConfigError
 from privaudit.progress import Progress
 from privaudit.setup import Setup
 from privaudit.sim import simulate
-from privaudit.threats import build_tap
+from privaudit.threats import RELEASED_THREATS, Release, build_release, build_tap
 from privaudit.wire import PublicKnowledge, Tap, Transcript
 from privaudit.worlds import Replicated, one_world, replicate
 
@@ -117,7 +118,8 @@ class Game:
     rounds: int
     victim: int
     threat: str
-    tap: Tap
+    tap: Tap | None
+    """The threat model's tap; None for a released-model threat, which hears no message."""
     scenarios: tuple[str, ...]
     canaries: Canaries
     records: int
@@ -127,6 +129,9 @@ class Game:
     """The defense's claim for this run, with its sound ε (computed once: accountants take seconds)."""
     law_free: LawFree | None = None
     """Set when the attacker scores with the law-free projection statistic (`STATISTICS`)."""
+    release: Release | None = None
+    """Set for a released-model threat: the attacker scores the final model it receives
+    (`FinalModel`), and the channel only says the canary pair (adjacency, canary length)."""
 
     @property
     def channel(self) -> Channel:
@@ -136,7 +141,16 @@ class Game:
 
     @property
     def statistic(self) -> str:
+        if self.release is not None:
+            return "final model"
         return "projection" if self.law_free is not None else "law"
+
+    @property
+    def statistic_method(self) -> str:
+        """How a run is scored, in words."""
+        if self.release is not None:
+            return RELEASED_STATISTICS["parameters" if self.canaries.kind == "gradient" else "loss"]
+        return STATISTICS[self.statistic]
 
     def to(self, device: torch.device) -> Game:
         """This game with its set-up and canaries on `device` (what the attacker reads them with)."""
@@ -151,6 +165,15 @@ STATISTICS = {
 }
 """How an attacker scores a run: with the law the defense's view states (the stronger where it is
 right), or law-free, from the defense's extractors and the runs alone (any defense with a view)."""
+
+RELEASED_STATISTICS = {
+    "parameters": "last iterate, white-box: minus the released model's projection on the gradient canary's "
+                  "direction (each time the canary is sampled, a step moves the model against it)",
+    "loss": "last iterate, black-box: minus the released model's loss on the canary record",
+}
+"""How a released-model attacker scores the final model it receives (`FinalModel`): its parameters
+for a gradient canary (no input stands for a planted gradient), its loss on the canary for a
+record or outlier canary."""
 
 
 @dataclass(frozen=True)
@@ -208,12 +231,16 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
     except ValueError as error:
         raise ConfigError(f"canary audit: {error}") from None
     public = defense.public()
+    if canary not in CANARY_KINDS:
+        raise ConfigError(f"unknown canary '{canary}' (choose from {', '.join(CANARY_KINDS)})")
+    if threat in RELEASED_THREATS:
+        return _released_game(setup, kind, params, rounds, claim, public, victim=victim, threat=threat,
+                              observer=observer, canary=canary, canary_label=canary_label, canary_scale=canary_scale,
+                              count=count, statistic=statistic, canary_norm=canary_norm, scenarios=scenarios)
     law_free = None
     if statistic == "projection" or (statistic == "auto" and kind not in views.CHANNELS):
         law_free = _law_free(kind, claim, canary_norm, public)
     channel = law_free.channel(kind) if law_free is not None else views.channel(kind)
-    if canary not in CANARY_KINDS:
-        raise ConfigError(f"unknown canary '{canary}' (choose from {', '.join(CANARY_KINDS)})")
     if rounds < channel.reads(0).stop:
         raise ConfigError(f"a canary audit of '{kind}' needs rounds >= {channel.reads(0).stop}, got {rounds}")
     if canary != "gradient" and not 0 <= canary_label < setup.data.num_classes:
@@ -236,16 +263,51 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
             why = next(e for e in channel.extractors if e.scenario == missing[0]).missing(tap, victim, setup.topology)
             raise ConfigError(f"the {threat} tap cannot feed '{kind}''s '{missing[0]}' channel: {why}")
         heard = [s for s in heard if s in scenarios]
-    if canary == "gradient":
-        made = gradient_canaries(setup, victim, count, channel.canary_norm(public), setup.seed,
-                                 channel.coordinate)
-    elif canary == "record":
-        made = record_canaries(setup, victim, count, canary_label if count == 1 else None, canary_scale, setup.seed)
-    else:
-        made = outlier_canaries(setup, count, canary_label if count == 1 else None, canary_scale, setup.seed)
+    made = _canaries(setup, victim, canary, count, canary_label, canary_scale, channel.canary_norm(public),
+                     channel.coordinate)
     planted = dataclasses.replace(setup, model=made.model(setup.model))
     records = int(setup.local.sizes[victim]) + (count if channel.adjacency == "replace-one" else 0)
     return Game(planted, kind, params, rounds, victim, threat, tap, tuple(heard), made, records, claim, law_free)
+
+
+def _canaries(setup: Setup, victim: int, canary: str, count: int, label: int, scale: float, norm: float,
+              coordinate: bool) -> Canaries:
+    """`count` canaries of kind `canary` for `victim` (`privaudit.attacks.audit.canaries`)."""
+    if canary == "gradient":
+        return gradient_canaries(setup, victim, count, norm, setup.seed, coordinate)
+    if canary == "record":
+        return record_canaries(setup, victim, count, label if count == 1 else None, scale, setup.seed)
+    return outlier_canaries(setup, count, label if count == 1 else None, scale, setup.seed)
+
+
+def _released_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, claim: Claim,
+                   public: dict[str, Any], *, victim: int, threat: str, observer: int | None, canary: str,
+                   canary_label: int, canary_scale: float, count: int, statistic: str, canary_norm: float | None,
+                   scenarios: list[str] | None) -> Game:
+    """The game of a released-model threat (`privaudit.threats.Release`): the same canaries and
+    neighbouring worlds as a transcript audit of `kind` (the view's channel, or the law-free one,
+    fixes the relation and the gradient canary's length), the attacker receiving only the final
+    model(s) of the release (`FinalModel`). Every problem is a one-line ConfigError."""
+    if statistic != "auto":
+        raise ConfigError(f"{threat} scores the final model itself: statistic must be 'auto', got '{statistic}'")
+    if scenarios is not None:
+        raise ConfigError(f"{threat} hears no channel: it scores the final model (remove channels)")
+    try:
+        release = build_release(threat, victim, setup.topology, observer=observer)
+    except ValueError as error:
+        raise ConfigError(f"canary audit: {error}") from None
+    if kind in views.CHANNELS:
+        law_free, channel = None, views.channel(kind)
+        norm = canary_norm if canary_norm is not None else channel.canary_norm(public)
+    else:
+        law_free = _law_free(kind, claim, canary_norm, public)
+        channel, norm = law_free.channel(kind), law_free.norm
+    if canary != "gradient" and not 0 <= canary_label < setup.data.num_classes:
+        raise ConfigError(f"canary_label {canary_label} is not a class (0..{setup.data.num_classes - 1})")
+    made = _canaries(setup, victim, canary, count, canary_label, canary_scale, norm, channel.coordinate)
+    planted = dataclasses.replace(setup, model=made.model(setup.model))
+    records = int(setup.local.sizes[victim]) + (count if channel.adjacency == "replace-one" else 0)
+    return Game(planted, kind, params, rounds, victim, threat, None, (), made, records, claim, law_free, release)
 
 
 def world(game: Game, present: Tensor, seed: int, copies: int = 1) -> Setup:
@@ -385,13 +447,59 @@ def _agree(stacked: list[Reading], alone: list[Reading], world: int) -> bool:
                for s, a in zip(stacked, alone) for name in ("vectors", "points", "gain"))
 
 
+@dataclass
+class FinalModel:
+    """The attacker of a released-model threat: it hears nothing while the worlds train, and once
+    they end scores each world's released model (`privaudit.threats.Release`) against each canary
+    (`score`). It fills the fields a `Listener` fills, with no round heard and no law: a final
+    model is one observation, whose law no view states, so its threshold is chosen on held-out runs."""
+
+    game: Game
+    copies: int
+    totals: Tensor = field(init=False)
+    laws: list[tuple[RoundLaw, Tensor]] = field(default_factory=list)
+    features: list[Tensor] = field(default_factory=list)
+    rounds: list[Tensor] = field(default_factory=list)
+    heard: list[int] = field(default_factory=list)
+    stacked: bool = True
+
+    def score(self, states: Tensor) -> None:
+        """Each world's score of each canary from the final states [copies × N, P]: minus the
+        released model's projection on a gradient canary's direction u (the planted gradient is
+        +‖g‖u, so each step that samples the canary moves the model by −η‖g‖u along it, and the
+        score grows with the canary's presence; its anti-canary moves it the other way), or minus
+        the released model's loss on a record canary (training on a record lowers its loss)."""
+        game = self.game
+        released = game.release.model(states, game.setup.topology.network_size).double()
+        canaries = game.canaries
+        if canaries.u is not None:
+            self.totals = -(released @ canaries.u.to(released).T)
+        else:
+            self.totals = -_losses(game.setup.model, released, canaries.x, canaries.y).double()
+
+
+def _losses(model: Any, points: Tensor, x: Tensor, y: Tensor) -> Tensor:
+    """The data loss of each record (x [k, ...], y [k]) at each model point [W, P]: [W, k]."""
+    def record(point: Tensor, one_x: Tensor, one_y: Tensor) -> Tensor:
+        return model.data_loss(model.output(point, one_x[None]), one_y[None])
+
+    return vmap(vmap(record, in_dims=(None, 0, 0)), in_dims=(0, None, None))(points.to(x.dtype), x, y)
+
+
 def play(game: Game, present: Tensor, seed: int, copies: int, reading: str = "check",
-         device: torch.device = CPU) -> Listener:
+         device: torch.device = CPU) -> Listener | FinalModel:
     """One simulation of `copies` worlds (canaries where `present`) on `device` and its attacker,
     who has scored every world when it returns (its tensors on `device`). `reading`: "check"
     (stacked, checked each round against worlds read alone), "stacked" (stacked, as a checked
     simulation of the same game ended), or "alone" (world by world, as one ended)."""
     setup = world(game, present, seed, copies).to(device)
+    if game.release is not None:
+        with devices.on(device):
+            defense = DEFENSES[game.kind](game.params, setup)
+            simulate(defense, game.rounds, evaluation=False)
+            final = FinalModel(game if device.type == "cpu" else game.to(device), copies)
+            final.score(defense.states.detach())
+        return final
     with devices.on(device):
         defense = DEFENSES[game.kind](game.params, setup)
         tap = Replicated(game.tap, game.setup.topology, copies)
@@ -546,8 +654,11 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
     within = scores(game, runs, not null, seed, side=1, worlds=worlds, workers=workers, device=device,
                     progress=progress)
     wall = time.perf_counter() - start
+    if game.release is not None and protocol == "model":
+        raise ConfigError(f"{game.threat}: no law of the final model is stated to fix the threshold from; use held-out")
     candidates = whole_run_candidates(game, without, within)
-    compared = cross_fitted_candidates(without, within) if game.law_free is not None and len(candidates) > 1 else None
+    compared = (cross_fitted_candidates(without, within)
+                if game.law_free is not None and game.release is None and len(candidates) > 1 else None)
     scores_out, scores_in = candidates["sum"]
     if not all(np.isfinite(side).all() for pair in candidates.values() for side in pair):
         raise ValueError("the attacker's scores are not finite (diverged training?)")
@@ -563,7 +674,7 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
                    if claim.eps_claimed == 0 else None)
     estimates = {"gdp": gdp_estimate(scores_out, scores_in, delta).as_dict()} if 0 < delta < 1 else {}
     headline = estimates.get("gdp")
-    return {
+    record = {
         "defense": game.kind,
         "params": game.params.model_dump(),
         "rounds": game.rounds,
@@ -582,7 +693,7 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
         "runs_per_side": runs,
         "protocol": chosen,
         "statistic": game.statistic,
-        "statistic_method": STATISTICS[game.statistic],
+        "statistic_method": game.statistic_method,
         "delta": delta,
         "confidence": confidence,
         "eps_lb": eps_bound["value"],
@@ -603,6 +714,21 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
         "runs_per_second": 2 * runs / wall,
         "worlds_per_simulation": worlds or worlds_per_run(game, device),
     }
+    return released_record(game, record)
+
+
+def released_record(game: Game, record: dict[str, Any]) -> dict[str, Any]:
+    """An audit record of a released-model game with what the attacker received (`released`: the
+    threat, the agents whose final models it averages, in words) and, for a repeated audit, how its
+    one statistic was counted; a transcript game's record unchanged."""
+    if game.release is None:
+        return record
+    found = {**record, "channels": [], "released": {"threat": game.threat, "agents": list(game.release.agents),
+                                                     "sees": game.release.words(), "scope": "last iterate"}}
+    if "whole_run" in record:
+        found["whole_run"] = {**record["whole_run"], "method": "the released model's score (one observation per run), "
+                              "threshold chosen on a held-out quarter of the runs and counted on the rest"}
+    return found
 
 
 def whole_run_candidates(game: Game, without: Scored, within: Scored) -> Candidates:
@@ -611,7 +737,10 @@ def whole_run_candidates(game: Game, without: Scored, within: Scored) -> Candida
     the law-free discriminant, `projection_terms` summed), then, when more than one round is heard,
     each round's own score ("round t": that round's log-likelihood ratio, or its channels' share of
     the discriminant). A round alone is the test an audit of that release would make, so a choice
-    that can fall on it is never weaker than the strongest release but for the choice's noise."""
+    that can fall on it is never weaker than the strongest release but for the choice's noise. A
+    released-model game has one statistic, the final model's score (`FinalModel`)."""
+    if game.release is not None:
+        return {"sum": (without.values, within.values)}
     if game.law_free is not None:
         return _by_round(*projection_terms(without.features, within.features), without)
     candidates: Candidates = {"sum": (without.values, within.values)}
@@ -744,7 +873,7 @@ def one_run_game(game: Game, *, guesses: int = 20, confidence: float = 0.95, del
     scored = play(game, included, run_seed, 1, device=device).totals[0].cpu()
     order = torch.argsort(scored)
     correct = int((~included[order[:guesses]]).sum() + included[order[-guesses:]].sum())
-    return {
+    record = {
         "defense": game.kind,
         "params": game.params.model_dump(),
         "rounds": game.rounds,
@@ -754,7 +883,7 @@ def one_run_game(game: Game, *, guesses: int = 20, confidence: float = 0.95, del
         "canary": game.canaries.kind,
         "adjacency": game.channel.adjacency,
         "statistic": game.statistic,
-        "statistic_method": STATISTICS[game.statistic],
+        "statistic_method": game.statistic_method,
         "canaries": count,
         "included": int(included.sum()),
         "guesses": 2 * guesses,
@@ -773,3 +902,4 @@ def one_run_game(game: Game, *, guesses: int = 20, confidence: float = 0.95, del
         "wall_s": time.perf_counter() - start,
         "device": devices.name(device),
     }
+    return released_record(game, record)

@@ -16,6 +16,11 @@ disagree about the claim:
 - **inconclusive**: the audit could not have refuted the claim at its size, or found nothing;
 - **consistent**: evidence short of the claim from an audit with the power to refute it.
 
+An audit that saw less than the claim covers (a released-model threat: the last iterate, not the
+transcript) is judged by the same rule, one way only: its bound above the claim refutes it (what
+the claim covers includes what the audit saw), while a bound below it says nothing about the
+rest, so its reason says that it never supports a smaller ε (`partial`).
+
 Nothing here imports torch.
 """
 
@@ -65,11 +70,15 @@ def conditions(claim: Claim, ratio: float) -> tuple[str, ...]:
 
 
 def decide(claim: Claim | None, statement: str | None, *, exceeds: bool, found: bool, measured: str,
-           ratio: float | None = None, powerless: str | None = None) -> Verdict:
+           ratio: float | None = None, powerless: str | None = None, partial: str | None = None) -> Verdict:
     """The verdict (module docstring) of an audit whose bound `exceeds` the claim or not, `found`
     any evidence at all (a bound above 0), in the words `measured`; `ratio` is the bound over the
     claimed ε (for the constants' ranges), `powerless` why the audit could not have refuted the
-    claim at its size (None when it could)."""
+    claim at its size (None when it could), `partial` what the audit saw where it is less than the
+    claim covers (its bound can refute the claim, never support a smaller ε)."""
+    if partial is not None and not exceeds:
+        measured += (f"; the audit saw {partial}, less than the claim covers: its bound can refute the claim but never "
+                     "support a smaller ε")
     if claim is None:
         return Verdict("not evaluable", None, f"no DP claim is stated; {measured}")
     ranges = conditions(claim, ratio) if exceeds and ratio is not None else ()
