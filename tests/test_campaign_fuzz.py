@@ -4,7 +4,9 @@ campaign (whose cells expand) or a one-line ConfigError, exit code 2 through the
 
 Documents mostly use real table and field names and plausible values, so that many get past the
 first checks to the deep ones (grids, per-defense parameters, attack parameters, targets,
-duplicates, limits); every value can also be any TOML value, inf and nan included."""
+duplicates, limits); every value can also be any TOML value, inf and nan included. Audits are
+fuzzed once more per kind (per mechanism for a mechanism audit) inside an otherwise valid campaign,
+so that each audit's own checks are reached by construction rather than by chance."""
 
 import json
 import math
@@ -125,15 +127,19 @@ def attack_table() -> st.SearchStrategy[dict]:
     return often(st.sampled_from(list(INVERSIONS)), st.just("dgl")).flatmap(of_kind)
 
 
-def audit_table() -> st.SearchStrategy[dict]:
-    def of_kind(kind: str) -> st.SearchStrategy[dict]:
-        fixed = {"kind": st.just(kind)}
-        if kind != "mechanism":
-            return table(_fields(AuditConfig), fixed)
-        return st.sampled_from(list(MECHANISMS)).flatmap(lambda name: table(_fields(AuditConfig), fixed | {
-            "mechanism": st.just(name), "params": table(_fields(MECHANISMS[name].Params))}))
+def audit_of(kind: str, mechanism: str | None = None) -> st.SearchStrategy[dict]:
+    """An audit table of `kind` (of `mechanism` for a mechanism audit: any one when None), with a
+    few random fields and, for a mechanism, random parameters of its own."""
+    fixed = {"kind": st.just(kind)}
+    if kind != "mechanism":
+        return table(_fields(AuditConfig), fixed)
+    names = st.just(mechanism) if mechanism else st.sampled_from(list(MECHANISMS))
+    return names.flatmap(lambda name: table(_fields(AuditConfig), fixed | {
+        "mechanism": st.just(name), "params": table(_fields(MECHANISMS[name].Params))}))
 
-    return st.sampled_from(list(AUDIT_KINDS)).flatmap(of_kind)
+
+def audit_table() -> st.SearchStrategy[dict]:
+    return st.sampled_from(list(AUDIT_KINDS)).flatmap(audit_of)
 
 
 documents = st.fixed_dictionaries(
@@ -146,6 +152,25 @@ documents = st.fixed_dictionaries(
         "audit": st.lists(audit_table(), max_size=2),
     },
 ).flatmap(lambda document: often(st.just(document), st.just(document | {"extra": 1})))
+
+NEEDED = {"dpdl": {"noise_multiplier": 1.0}}
+"""What a defense cannot run without (every other field has a default)."""
+
+AUDITS = [(kind, None) for kind in AUDIT_KINDS if kind != "mechanism"] + [("mechanism", name) for name in MECHANISMS]
+"""Every kind of audit, a mechanism audit once per mechanism: each is fuzzed on its own."""
+
+
+def audited(kind: str, mechanism: str | None) -> st.SearchStrategy[dict]:
+    """Random audit tables of one kind in a campaign that is valid without them (one or two
+    defenses on their defaults, labelled as the audits' `defense` fields may name them): every
+    document reaches that audit's own checks, which a random document seldom does (most fail at a
+    defense first)."""
+    defense = st.tuples(st.sampled_from(list(DEFENSES)), st.sampled_from(LABELS)).map(
+        lambda pair: {"kind": pair[0], "label": pair[1]} | NEEDED.get(pair[0], {}))
+    return st.fixed_dictionaries({"defense": st.lists(defense, min_size=1, max_size=2,
+                                                      unique_by=lambda table: table["label"]),
+                                  "audit": st.lists(audit_of(kind, mechanism), min_size=1, max_size=2)})
+
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -187,12 +212,42 @@ def _parses_or_fails_in_one_line(path, capsys) -> None:
         assert err == f"privaudit: error: {printable(named)}\n"
 
 
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(document=documents)
-def test_random_campaigns_parse_or_fail_in_one_line(folder, capsys, document):
+def _write(folder, document: dict):
     path = folder / "campaign.toml"
     path.write_text("\n".join(f"{_key(key)} = {toml(item)}" for key, item in document.items()) + "\n")
-    _parses_or_fails_in_one_line(path, capsys)
+    return path
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=documents)
+def test_random_campaigns_parse_or_fail_in_one_line(folder, capsys, document):
+    """A few hundred random documents; `test_random_audits_of_each_kind_parse_or_fail_in_one_line`
+    reaches every audit's checks, and the slow test below draws a thousand."""
+    _parses_or_fails_in_one_line(_write(folder, document), capsys)
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(document=documents)
+def test_a_thousand_random_campaigns_parse_or_fail_in_one_line(folder, capsys, document):
+    _parses_or_fails_in_one_line(_write(folder, document), capsys)
+
+
+@pytest.mark.parametrize("kind, mechanism", AUDITS)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_audits_of_each_kind_parse_or_fail_in_one_line(folder, capsys, kind, mechanism, data):
+    """Ten documents per kind (a valid lt_admm_round audit costs seconds: its check computes the
+    mechanism's privacy-loss distribution); the slow test below draws a hundred."""
+    _parses_or_fails_in_one_line(_write(folder, data.draw(audited(kind, mechanism))), capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, mechanism", AUDITS)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_hundred_random_audits_of_each_kind_parse_or_fail_in_one_line(folder, capsys, kind, mechanism, data):
+    _parses_or_fails_in_one_line(_write(folder, data.draw(audited(kind, mechanism))), capsys)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -21,7 +21,17 @@ at 3.9 dB, against a floor of 10.6 dB at either count, is shown strong enough on
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
+    """The campaign's inversion rows, computed on one thread (the numbers above were taken so);
+    the thread count is put back for the tests that run after this module in the same process."""
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        return _inversion_rows(tmp_path_factory)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _inversion_rows(tmp_path_factory) -> dict:
     campaign = parse_campaign({
         "campaign": {"name": "dpdl-attack-small", "seeds": [0]},
         "data": {"dataset": "photos", "partition": "dirichlet", "alpha": 0.25, "min_size": 4},

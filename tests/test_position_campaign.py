@@ -67,17 +67,22 @@ def test_every_victim_attacker_pair_of_a_graph_in_one_table(tmp_path):
     assert "<th>victim</th>" in section
 
 
+CHECKED = LINE | {"noise_multiplier": 2.0}
+
+
 @pytest.mark.parametrize("table, defenses, message", [
-    (POSITION | {"attackers": [9]}, (LINE,), "attacker 9 names no agent of 0..5"),
-    (POSITION | {"attackers": [[0, 2]]}, (LINE,), "holds the victim 0"),
-    (POSITION | {"threat": "eavesdropper"}, (LINE,), "threat: not a field of a position audit"),
-    (POSITION | {"victims": [0, 1]}, (LINE,), "give victim or victims, not both"),
-    ({"kind": "position", "victims": [7]}, (LINE,), "victim 7 names no agent of 0..5"),
-    ({"kind": "canary", "attackers": [1]}, (LINE,), "attackers: not a field of a canary audit"),
-    (POSITION | {"defense": ["tern"]}, (LINE, {"kind": "ternary", "label": "tern", "agents": 6, "model": "logreg"}),
+    (POSITION | {"attackers": [9]}, (CHECKED,), "attacker 9 names no agent of 0..5"),
+    (POSITION | {"attackers": [[0, 2]]}, (CHECKED,), "holds the victim 0"),
+    (POSITION | {"threat": "eavesdropper"}, (CHECKED,), "threat: not a field of a position audit"),
+    (POSITION | {"victims": [0, 1]}, (CHECKED,), "give victim or victims, not both"),
+    ({"kind": "position", "victims": [7]}, (CHECKED,), "victim 7 names no agent of 0..5"),
+    ({"kind": "canary", "attackers": [1]}, (CHECKED,), "attackers: not a field of a canary audit"),
+    (POSITION | {"defense": ["tern"]}, (CHECKED, {"kind": "ternary", "label": "tern", "agents": 6, "model": "logreg"}),
      "follows no exact public state recurrence"),
 ])
 def test_what_a_position_audit_cannot_run_is_named_before_training(tmp_path, table, defenses, message):
+    """Each refusal names the audit's own mistake, whatever the defense's noise: the line at σ = 2,
+    whose claim the preflight's accountant computes in a third of σ = 0.5's time."""
     from privaudit.campaign.preflight import preflight
 
     with pytest.raises(ConfigError, match=message):
