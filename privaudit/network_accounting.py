@@ -10,10 +10,12 @@ such a pair, kept apart on purpose (SPEC.md: a claim is not a sound bound):
 
 * **the literature's claim**, evaluated as published (`muffliato_averaging_claim`,
   `muffliato_sgd_claim`): a Rényi curve α ρ, converted to (ε, δ) by dp_accounting's RDP
-  conversion. Neither is used here as a sound bound: the averaging formula is below the exact
-  loss of the very view it bounds (`averaging_loss`; on a line 0 − 1 − 2 after two steps, agent 0
-  has heard x_1 + η_1 and the average of all three noisy values and knows its own, so it solves
-  for x_2 + η_2: the whole local loss, where the formula gives a third of it), and the
+  conversion. Neither is used here as a sound bound: the averaging formula, as its authors' code
+  computes it, can lie below the exact loss of the very view it bounds (`averaging_loss`; on a
+  line 0 − 1 − 2 after two steps, agent 0 has heard x_1 + η_1 and the average of all three noisy
+  values and knows its own, so it solves for x_2 + η_2: the whole local loss, where the formula
+  gives a third of it; on the authors' indexing, one step, a third against a half): a finding
+  about the formula as computed, not a refutation of a theorem whose text we have not read; and the
   optimisation one rests on a composition over rounds whose soundness under adaptive gradients we
   could not check (it was never below the exact non-adaptive loss in our tests);
 * **the exact loss of the linear-Gaussian view** (`averaging_loss`, `sgd_loss`): with fixed
@@ -223,28 +225,43 @@ def _per_message(W: np.ndarray, victim: int, attacker: int, count: int, power: i
     return (rows[:, :, victim] ** power / (rows ** 2).sum(axis=2)).sum(axis=1)
 
 
+FORMULA_BELOW = "below the exact loss of the view it bounds"
+"""How privaudit words the averaging formula against `averaging_loss`: a finding about the formula as
+its authors' code computes it, not a refutation of a theorem whose text privaudit has not read."""
+
+
 def muffliato_averaging_claim(W: np.ndarray, victim: int, attacker: int, steps: int, noise: float,
-                              delta: float, sensitivity: float = 1.0) -> PairLoss:
+                              delta: float, sensitivity: float = 1.0, *, first: int = 0) -> PairLoss:
     """The claimed ε_{u→v} of Muffliato gossip averaging: each agent adds N(0, σ²) to its value
     (ℓ2 sensitivity Δ) once, then `steps` = T synchronous steps x ← W x; v hears x_w^t for each
-    neighbour w and t = 0..T−1. The formula is `_AVERAGING_SOURCE`: the per-message Rényi losses
-    of the Gaussian mechanism, summed as if each message's noise were fresh. The messages share the
-    same noise, so the sum is not a bound on the view: `averaging_loss` computes the view's exact
-    loss, which is larger (on a line the end agent's neighbour's states over n − 1 steps, with its
-    own value, determine every noisy value: the local loss for every agent, where the formula
-    decays with distance). This is the claim to audit, not a sound bound. Victim = attacker: the
-    local loss (no network)."""
+    neighbour w and t = first..first+T−1: `first` = 0 (privaudit's runs), the messages the
+    algorithm sends, the noisy values themselves first; `first` = 1, the indexing of the authors'
+    code (t = 1..T, the states after each step). The formula is `_AVERAGING_SOURCE`: the
+    per-message Rényi losses of the Gaussian mechanism, summed as if each message's noise were
+    fresh. The messages share the same noise, and `averaging_loss` computes the exact loss of the
+    same view, which can be larger: on a line the end agent's neighbour's states over n − 1 steps,
+    with its own value, determine every noisy value, the local loss for every agent, where the
+    formula decays with distance. A finding about the formula as computed (`FORMULA_BELOW`), not a
+    sound bound: this is the claim to audit. Victim = attacker: the local loss (no network)."""
     W = _mixing(W)
     u, v = _agent(W, victim, "victim"), _agent(W, attacker, "attacker")
     _require_steps(steps, len(W))
+    _require_first(first)
     local = sensitivity ** 2 / (2 * noise ** 2)
-    share = 1.0 if u == v else min(1.0, float(_per_message(W, u, v, steps, power=2).sum()))
+    share = 1.0 if u == v else min(1.0, float(_per_message(W, u, v, steps + first, power=2)[first:].sum()))
     rho = local * share
     return PairLoss(u, (v,), _distance(W, u, (v,)), rho, None, _renyi_epsilon(rho, delta), delta,
                     method=f"claim: {_AVERAGING_SOURCE}; RDP → (ε, δ) by dp_accounting's conversion",
                     assumptions=("the formula as the authors' code evaluates it; we could not read the theorem's "
                                  "statement here: compare it before relying on this",
-                                 "refuted as a bound on the view by averaging_loss (exact, fixed inputs)"))
+                                 f"a finding about the formula as computed: it can lie {FORMULA_BELOW} "
+                                 "(averaging_loss, exact for fixed inputs), not a refutation of the theorem"))
+
+
+def _require_first(first: int) -> None:
+    """The first power of W an averaging view hears: 0 (the messages sent) or 1 (the authors' indexing)."""
+    if first not in (0, 1):
+        raise ValueError(f"first must be 0 (the messages sent) or 1 (the states after each step), got {first!r}")
 
 
 def muffliato_sgd_claim(W: np.ndarray, victim: int, attacker: int, rounds: int, noise_multiplier: float,
@@ -363,7 +380,7 @@ def _row_space(rows: np.ndarray) -> np.ndarray:
 
 
 def averaging_loss(W: np.ndarray, victim: int, attacker: int | Iterable[int], steps: int, noise: float,
-                   delta: float, sensitivity: float = 1.0) -> PairLoss:
+                   delta: float, sensitivity: float = 1.0, *, first: int = 0) -> PairLoss:
     """The exact loss from `victim` to `attacker` of Muffliato gossip averaging (noise N(0, σ²)
     added once to each value of ℓ2 sensitivity Δ, then `steps` = T steps x ← W x).
 
@@ -375,16 +392,18 @@ def averaging_loss(W: np.ndarray, victim: int, attacker: int | Iterable[int], st
     the worst Δ-shift puts all of Δ on the victim, so μ holds for vectors too. Exact, and sound:
     no adaptivity enters. An attacker that includes the victim hears the victim's noisy value
     itself: μ = Δ/σ, the local loss; one with no path to the victim hears nothing of it: μ = 0
-    (set, not computed, so that rounding leaves no 1e-32)."""
+    (set, not computed, so that rounding leaves no 1e-32). `first` = 1 hears t = 1..T instead, the
+    view `muffliato_averaging_claim(first=1)` bounds as the authors' code indexes it."""
     W = _mixing(W)
     u, coalition = _agent(W, victim, "victim"), _agents(W, attacker, "attacker")
     _require_steps(steps, len(W))
+    _require_first(first)
     heard = neighbours(W, coalition)
     _require_view(steps * len(heard) + len(coalition), len(W))
     distance = _distance(W, u, coalition)
     share = 0.0
     if not math.isinf(distance):
-        heard_rows = _powers(W, heard, steps).reshape(-1, len(W))
+        heard_rows = _powers(W, heard, steps + first)[first:].reshape(-1, len(W))
         rows = np.vstack([heard_rows, np.eye(len(W))[list(coalition)]])
         share = min(1.0, float(np.sum(_row_space(rows)[:, u] ** 2)))
     mu = sensitivity / noise * math.sqrt(share)

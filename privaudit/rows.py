@@ -331,8 +331,10 @@ class Exact(_Record):
 
 
 class PairFigure(_Record):
-    """One of the pairwise network accountant's figures for a pair (`privaudit.network_accounting`)."""
+    """One of the pairwise network accountant's figures for a pair (`privaudit.network_accounting`);
+    `rho` its Rényi curve's slope (D_α ≤ α ρ), where rows since issue 38 give it."""
     epsilon: Number | NonFinite | None = None
+    rho: Number | NonFinite | None = None
     method: Text | None = None
     assumptions: list[Text] = Field(default_factory=list)
 
@@ -342,6 +344,15 @@ class PairFigures(_Record):
     linear: PairFigure | None = None
     central: PairFigure | None = None
     reason: Text | None = None
+
+
+class FormulaFinding(_Record):
+    """What a pair of Muffliato's averaging says of its formula as computed
+    (`privaudit.attacks.audit.position.formula_finding`): below the exact loss of the view it bounds
+    or not, the audit's ε_LB above its ε or not, in words."""
+    below: StrictBool
+    audit_above: StrictBool
+    text: Text
 
 
 class PositionPair(_Record):
@@ -357,6 +368,7 @@ class PositionPair(_Record):
     eps_pair_linear: Number | NonFinite | None = None
     pairwise: PairFigures | None = None
     verdict: Verdict | None = None
+    formula_finding: FormulaFinding | None = None
 
 
 class PositionGraph(_Record):

@@ -502,7 +502,8 @@ def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
 
 
 _PAIR_FIELDS = ("victim", "attacker", "threat", "distance", "heard", "unreached", "eps_lb", "eps_estimate", "estimate_method",
-                "separation", "eps_pair_claimed", "eps_pair_linear", "pairwise", "verdict", "test")
+                "separation", "eps_pair_claimed", "eps_pair_linear", "pairwise", "verdict", "test",
+                "formula_finding")
 """What the report reads of each pair of a position audit (`privaudit.attacks.audit.position.position_audit`)."""
 
 

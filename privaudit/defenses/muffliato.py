@@ -43,6 +43,15 @@ leave us a choice:
   exchange, with K = 1 this defense is DP-D-PSGD, number for number (`tests/test_muffliato.py`),
   and every attack that reads a broadcast as the point of a gradient stays exact.
 
+Muffliato's averaging (the setting of its pairwise averaging bound): K ≥ `rounds` leaves one noisy
+update, at round 0, from the public x^0: x^1 = x^0 − η g̃(x^0), each agent's private value (its
+clipped gradient sum over B at x^0, a point both worlds share) with Gaussian noise added once, then
+rounds − 1 gossip steps x ← W x, each state broadcast and heard (x^1 = the noisy values, W x^1, …,
+W^{rounds−2} x^1). With B = |D_i| (q = 1: every record in the sum) the noisy value moves by at most
+ηC/B between the worlds under N(0, (ησC/B)²) noise: Δ/σ = 1/σ in the averaging formula's terms
+(`averaging`, `pairwise_claim`). With q < 1 the value is subsampled as well, and the averaging
+figures, which do not count it, are the q = 1 figures.
+
 The claim. The paper's guarantee is pairwise network DP, one Rényi curve per pair of agents: no
 defense-level `Claim` holds it. The defense-level claim is the local DP of each agent's noisy
 updates, the composition such papers' proofs rest on (the RDP accountant on ⌈T/K⌉ Poisson-subsampled
@@ -58,7 +67,7 @@ from pydantic import Field
 
 from privaudit.defenses.base import register
 from privaudit.defenses.dpsgd import DPDPSGD, DPDPSGDParams
-from privaudit.network_accounting import PairLoss, muffliato_gd_claim
+from privaudit.network_accounting import PairLoss, muffliato_averaging_claim, muffliato_gd_claim
 from privaudit.wire import Kind, Wire
 
 
@@ -76,6 +85,12 @@ class MuffliatoParams(DPDPSGDParams):
     gossip_steps: int = Field(1, ge=1, description="K: gossip steps (communication rounds) per noisy local update")
 
 
+def averaging(params: MuffliatoParams, rounds: int) -> bool:
+    """Whether a run of `rounds` rounds is Muffliato's averaging: one noisy value per agent (the
+    update of round 0), then rounds − 1 gossip steps, each heard (K ≥ rounds; module docstring)."""
+    return params.gossip_steps >= rounds
+
+
 @register
 class Muffliato(DPDPSGD):
     name = "muffliato"
@@ -89,6 +104,10 @@ class Muffliato(DPDPSGD):
     def updates(self, rounds: int) -> int:
         """The noisy local updates of a run of `rounds` rounds: ⌈rounds / K⌉."""
         return -(-rounds // self.params.gossip_steps)
+
+    def averaging(self, rounds: int) -> bool:
+        """Whether a run of `rounds` rounds is Muffliato's averaging (`averaging`)."""
+        return averaging(self.params, rounds)
 
     def step(self, t: int, wire: Wire) -> None:
         """An update round is DP-D-PSGD's round; a gossip round broadcasts and mixes, and its
@@ -121,7 +140,13 @@ class Muffliato(DPDPSGD):
         rounds: its neighbours' states x^1..x^{rounds−1} (x^0 is public), rounds − 1 gossip steps
         carrying the updates made before them (`privaudit.network_accounting.muffliato_gd_claim`,
         at this run's W, K and σ, δ the defense's unless given). Its provenance bounds what it can
-        support (`PROVENANCE`); for K > 1 it is privaudit's extension of the K = 1 formula."""
+        support (`PROVENANCE`); for K > 1 it is privaudit's extension of the K = 1 formula. A run that
+        is Muffliato's averaging (`averaging`) gets the averaging formula instead, as its authors' code
+        computes it (`muffliato_averaging_claim`: Δ/σ = 1/σ, the rounds − 1 states heard)."""
         p = self.params
+        delta = p.delta if delta is None else delta
+        if self.averaging(rounds):
+            return muffliato_averaging_claim(self.setup.topology.network.W, victim, attacker, rounds - 1,
+                                             p.noise_multiplier, delta)
         return muffliato_gd_claim(self.setup.topology.network.W, victim, attacker, rounds - 1, p.gossip_steps,
-                                  p.noise_multiplier, p.delta if delta is None else delta)
+                                  p.noise_multiplier, delta)

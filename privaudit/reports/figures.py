@@ -13,7 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator, NullLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, NullLocator  # noqa: E402
 
 from privaudit.errors import printable  # noqa: E402
 from privaudit.reports.notation import unicode_text  # noqa: E402
@@ -421,17 +421,19 @@ def _position_series(pairs: list[dict[str, Any]]) -> dict[Series, tuple[list[flo
     """Every point of `position_distance`, grouped by how it is drawn: a pair's ε lower bound
     (filled; a coalition's a square), its estimate (hollow), the pairwise claim and the exact
     linear-Gaussian loss where finite; x is the distance, offset 0.06 per earlier pair at that
-    distance, less where more than 8 share it."""
+    distance, less where more than 8 share it. A bound or estimate that is not a number is left
+    out (the table shows it)."""
     counts: dict[int, int] = {}
     for pair in pairs:
         counts[pair["distance"]] = counts.get(pair["distance"], 0) + 1
     seen: dict[int, int] = {}
     series: dict[Series, tuple[list[float], list[float]]] = {}
 
-    def add(kind: Series, x: float, y: float) -> None:
-        xs, ys = series.setdefault(kind, ([], []))
-        xs.append(x)
-        ys.append(y)
+    def add(kind: Series, x: float, y: Any) -> None:
+        if isinstance(y, (int, float)) and not math.isnan(y):
+            xs, ys = series.setdefault(kind, ([], []))
+            xs.append(x)
+            ys.append(float(y))
 
     for pair in pairs:
         distance = pair["distance"]
@@ -448,22 +450,40 @@ def _position_series(pairs: list[dict[str, Any]]) -> dict[Series, tuple[list[flo
     return series
 
 
+def _log_extent(values: list[float]) -> tuple[float, float]:
+    """The ε axis of a position figure: (the floor, where a 0 is drawn, a decade below the
+    smallest positive value drawable on a log axis (`AXIS_RANGE`); the top, a little above the
+    largest). 0.01 to 10 when nothing positive is drawn."""
+    drawable = [value for value in values if on_axis(value) is not None]
+    if not drawable:
+        return 0.01, 10.0
+    floor = 10 ** (math.floor(math.log10(min(drawable))) - 1)
+    return floor, max(drawable) * 2
+
+
 def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed: float | None, title: str) -> str:
     """A position audit's pairs against the graph distance between attacker and victim: each
     attacker's ε lower bound (filled; a coalition's as a square) and its ε estimate (hollow, not a
     bound), the pairwise network accountant's figures where it gives them (the pair's claim, e.g.
     Muffliato's, and the exact loss of its linear-Gaussian view), and the defense's own claimed and
-    sound ε, which hold for every attacker, as horizontal lines. A linear axis: bounds of 0 stay on it.
+    sound ε, which hold for every attacker, as horizontal lines. A log ε axis, so that bounds of
+    0.5–5 are not flattened under claims of 80 (issue 38); a 0 (a bound that found nothing, an
+    unreached attacker) is drawn on the floor, a decade below the smallest positive value, marked
+    "0" and set apart by a dotted line (`_log_extent`); a value past the axis's range at its top edge.
     Pairs at one distance sit side by side, within half a hop however many they are; each kind of
     point is one series (`_position_series`), so the work is a few artists whatever the pairs."""
     figure, axis = plt.subplots(figsize=(6.4, 3.6))
-    for (marker, colour, hollow, size, order), (xs, ys) in _position_series(pairs).items():
-        axis.plot(xs, ys, marker=marker, color=colour, markerfacecolor="none" if hollow else colour, linestyle="none",
-                  markersize=size, zorder=order)
-    for value, colour, style, label in ((claimed, "#1d232a", "-.", "claimed ε of the defense"),
-                                        (sound, "#0969da", "--", "sound ε of the defense")):
-        if isinstance(value, float) and math.isfinite(value):
-            axis.axhline(value, color=colour, linestyle=style, linewidth=1, label=f"{label}: {_tick(value)}")
+    series = _position_series(pairs)
+    lines = [(value, colour, style, label) for value, colour, style, label in
+             ((claimed, "#1d232a", "-.", "claimed ε of the defense"), (sound, "#0969da", "--", "sound ε of the defense"))
+             if isinstance(value, float) and math.isfinite(value) and value > 0]
+    floor, top = _log_extent([y for _, ys in series.values() for y in ys] + [line[0] for line in lines])
+    for (marker, colour, hollow, size, order), (xs, ys) in series.items():
+        placed = [floor if y <= 0 else min(y, top) for y in ys]
+        axis.plot(xs, placed, marker=marker, color=colour, markerfacecolor="none" if hollow else colour,
+                  linestyle="none", markersize=size, zorder=order, clip_on=False)
+    for value, colour, style, label in lines:
+        axis.axhline(min(value, top), color=colour, linestyle=style, linewidth=1, label=f"{label}: {_tick(value)}")
     handles = [plt.Line2D([], [], marker="o", color="#cf222e", linestyle="none", label="ε lower bound (rigorous)"),
                plt.Line2D([], [], marker="o", color="#cf222e", markerfacecolor="none", linestyle="none",
                           label="ε estimate (not a bound)"),
@@ -479,11 +499,15 @@ def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed:
         axis.set_xticks(distances)
     else:
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_yscale("log")
+    axis.set_ylim(floor, top)
+    axis.axhline(floor * math.sqrt(10), color="grey", linestyle=":", linewidth=0.8)
+    axis.yaxis.set_major_formatter(FuncFormatter(lambda y, _: "0" if math.isclose(y, floor) else _tick(y)))
+    axis.yaxis.set_minor_formatter(NullFormatter())
     axis.set_xlabel("graph distance from the victim (hops)")
-    axis.set_ylabel("ε")
-    axis.set_ylim(bottom=0)
+    axis.set_ylabel("ε (log scale; 0 on the floor)")
     axis.set_title(plain(title), fontsize=9)
-    axis.grid(alpha=0.3)
+    axis.grid(alpha=0.3, which="both")
     axis.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return to_data_uri(figure)
 

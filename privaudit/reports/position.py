@@ -2,7 +2,9 @@
 (`privaudit.attacks.audit.position`, `privaudit.campaign.audit_findings.position_finding`): per audited run, what
 each curious agent (or coalition) forces about the victim against its graph distance, beside the
 pairwise network accountant's figures and the defense's own claimed and sound ε; the graph with
-each agent coloured by what it learns; and a table of the pairs with each pair's verdict.
+each agent coloured by what it learns; and a table of the pairs with each pair's verdict, or, for
+Muffliato's averaging, what the pair finds about its formula as computed (below the exact loss of
+the view it bounds, and below the ε lower bound, or not), never a verdict on its theorem.
 
 The verdict of the run itself (the strongest pair against the defense's claim) is in the verdicts
 at the top, by the same rule as every audit; a pair's verdict tests the pairwise claim where the
@@ -55,9 +57,22 @@ def _sound_pair(pair: dict[str, Any], sound: Any) -> str:
     return f"{number(sound)} (the defense's)"
 
 
+def _formula(finding: dict[str, Any]) -> str:
+    """A pair's finding about Muffliato's averaging formula as computed, in the verdict column's
+    few words (the row's `text` says it whole): never "refuted", since privaudit has not read the
+    theorem's text, only its authors' code."""
+    if not finding["below"]:
+        return "formula not below the exact loss of its view"
+    return ("formula below the exact loss of its view" +
+            ("; its ε below the ε lower bound" if finding["audit_above"] else ""))
+
+
 def _pair(pair: dict[str, Any], sound: Any) -> dict[str, Any]:
     figures = pair.get("pairwise") or {}
     verdict = pair.get("verdict") or {}
+    finding = pair.get("formula_finding")
+    if finding:
+        verdict = {"status": f"finding: {_formula(finding)}", "reason": finding["text"]}
     return {"victim": pair["victim"], "attacker": _who(pair), "distance": pair["distance"], "eps_lb": number(pair["eps_lb"]),
             "estimate": number(pair.get("eps_estimate")), "claimed": number(pair.get("eps_pair_claimed")),
             "linear": number(pair.get("eps_pair_linear")),

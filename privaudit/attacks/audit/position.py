@@ -74,12 +74,13 @@ from privaudit.attacks.audit.estimates import gdp_estimate
 from privaudit.attacks.audit.verdict import decide
 from privaudit.defenses import DEFENSES
 from privaudit.defenses.dpsgd import DPDPSGD
-from privaudit.defenses.muffliato import Muffliato
+from privaudit.defenses.muffliato import Muffliato, averaging
 from privaudit import devices
 from privaudit.accounting import Claim, Neighbours
 from privaudit.errors import ConfigError
 from privaudit.limits import require
-from privaudit.network_accounting import PairLoss, hop_distances, muffliato_gd_claim, sgd_central, sgd_loss
+from privaudit.network_accounting import (FORMULA_BELOW, PairLoss, averaging_loss, hop_distances, muffliato_averaging_claim,
+                                          muffliato_gd_claim, sgd_central, sgd_loss)
 from privaudit.progress import Progress
 from privaudit.sim import public_knowledge, simulate
 from privaudit.threats import build_tap
@@ -383,7 +384,9 @@ def position_audit(game: Game, attackers: Sequence[int | Iterable[int]] | None =
       None, with `reason` where one is missing or not judged; `eps_pair_claimed` and
       `eps_pair_linear` (their ε, or None); `verdict`: the one verdict rule
       (`privaudit.attacks.audit.verdict.decide`) on the pair's claim (Muffliato's), None where there is none
-      or where the claim is privaudit's own extension of the formula (`judged`);
+      or where the claim is privaudit's own extension of the formula (`judged`); `formula_finding`:
+      for Muffliato's averaging (`is_averaging`), what the pair says of its formula as computed
+      (`formula_finding`: below the exact loss of its view, and below ε_LB or not), else None;
     * `scores` (per side: mean, std, min, max), `wall_s` (the simulations of the whole audit,
       shared by its pairs), `device`, `worlds_per_simulation`.
     """
@@ -439,6 +442,7 @@ def _record(game: Game, position: Position, samples: tuple[np.ndarray, np.ndarra
         "pairwise": figures,
         "eps_pair_claimed": None if figures["claimed"] is None else figures["claimed"]["epsilon"],
         "eps_pair_linear": None if figures["linear"] is None else figures["linear"]["epsilon"],
+        "formula_finding": None,
     }
     if samples is None:
         record |= {"eps_lb": 0.0, "test": None, "eps_estimate": 0.0 if 0 < delta < 1 else None,
@@ -461,12 +465,22 @@ def _record(game: Game, position: Position, samples: tuple[np.ndarray, np.ndarra
                               "max": float(values.max())} for side, values in (("without", out), ("with", into))},
         }
     record["verdict"] = pair_verdict(record, game) if judged(game, figures) else None
+    if is_averaging(game):
+        record["formula_finding"] = formula_finding(record)
     return record
 
 
-def _figure(loss: PairLoss) -> dict[str, Any]:
-    return {"epsilon": loss.epsilon, "mu": loss.mu, "delta": loss.delta, "method": loss.method,
-            "assumptions": list(loss.assumptions)}
+def _figure(loss: PairLoss, *assumptions: str) -> dict[str, Any]:
+    """A figure of the network accountant as a record: its ε at δ, its Rényi ρ (the curve α ρ a
+    claim states and a Gaussian view's exact D_α = α μ²/2), its μ where Gaussian, its words."""
+    return {"epsilon": loss.epsilon, "rho": loss.rho, "mu": loss.mu, "delta": loss.delta, "method": loss.method,
+            "assumptions": [*loss.assumptions, *assumptions]}
+
+
+def is_averaging(game: Game) -> bool:
+    """Whether `game` runs Muffliato's averaging: one noisy value per agent, then rounds − 1 gossip
+    steps, each heard (`privaudit.defenses.muffliato.averaging`)."""
+    return game.kind == Muffliato.name and averaging(game.params, game.rounds)
 
 
 def gossip_steps(game: Game) -> int:
@@ -491,6 +505,8 @@ def pairwise(game: Game, position: Position, delta: float) -> dict[str, Any]:
         return {**missing, "reason": f"the pairwise figures are (ε, δ) at 0 < δ < 1, not δ = {delta:g}"}
     W, victim, agents = game.setup.topology.W, game.victim, position.agents
     horizon, sigma, steps = game.rounds - 1, game.params.noise_multiplier, gossip_steps(game)
+    if is_averaging(game):
+        return averaging_figures(game, agents, delta)
     claimed = muffliato_gd_claim(W, victim, agents[0], horizon, steps, sigma, delta) if len(agents) == 1 else None
     reason = ("Muffliato states its claim for one curious agent, not a coalition" if claimed is None else
               None if steps == 1 else
@@ -502,10 +518,61 @@ def pairwise(game: Game, position: Position, delta: float) -> dict[str, Any]:
             "reason": reason}
 
 
+AVERAGING_REASON = ("no verdict: Muffliato's averaging formula as its authors' code computes it, shown beside the exact "
+                    "loss of the view it bounds; where it lies below, that is a finding about the formula as computed "
+                    "(formula_finding), not a verdict on a theorem whose text privaudit has not read")
+
+
+def averaging_figures(game: Game, agents: tuple[int, ...], delta: float) -> dict[str, Any]:
+    """The pair's figures for Muffliato's averaging (`is_averaging`), over the rounds − 1 states
+    heard (the noisy values x^1, then W x^1, …): `claimed`, the averaging formula as its authors'
+    code computes it (`muffliato_averaging_claim`, Δ/σ = 1/σ: the value moves by ηC/B, its noise is
+    ησC/B; one curious agent only); `linear`, the exact loss of the same view (`averaging_loss`:
+    the values are computed at the public x^0, so the view is one Gaussian vector whose mean the
+    canary moves); `central`, the local loss of the one noisy value. Not judged
+    (`AVERAGING_REASON`)."""
+    W, victim = game.setup.topology.W, game.victim
+    horizon, sigma = game.rounds - 1, game.params.noise_multiplier
+    sampled = ("the victim's value holds every record (q = 1); under Poisson sampling at q < 1 the canary is "
+               "sampled too, which the figure does not count: it is then the loss of a canary always drawn")
+    claimed = muffliato_averaging_claim(W, victim, agents[0], horizon, sigma, delta) if len(agents) == 1 else None
+    return {"claimed": None if claimed is None else _figure(claimed),
+            "linear": _figure(averaging_loss(W, victim, agents, horizon, sigma, delta), sampled),
+            "central": _figure(sgd_central(W, victim, agents, horizon, sigma, delta,
+                                           gossip_steps=gossip_steps(game))),
+            "reason": ("Muffliato states its claim for one curious agent, not a coalition" if claimed is None else
+                       AVERAGING_REASON)}
+
+
+def formula_finding(record: dict[str, Any]) -> dict[str, Any] | None:
+    """What the pair says of Muffliato's averaging formula as computed (None without one): `below`,
+    whether its Rényi curve α ρ lies under the view's exact one, α μ²/2, at every order α (then it
+    bounds nothing of this view: the formula as computed lies `FORMULA_BELOW`); `audit_above`,
+    whether the audit's ε_LB exceeds the formula's ε at the audit's δ and confidence (the same
+    shortfall, shown by runs); `text`, both in words. A finding about the formula as its authors'
+    code computes it, never a refutation of the theorem, whose text privaudit has not read."""
+    figures = record["pairwise"]
+    claimed, exact = figures.get("claimed"), figures.get("linear")
+    if claimed is None or exact is None:
+        return None
+    below = claimed["rho"] < exact["rho"] * (1 - 1e-9)
+    audit_above = record["eps_lb"] > claimed["epsilon"]
+    curve = (f"the averaging formula as its authors' code computes it gives ρ = {claimed['rho']:.4g} "
+             f"(ε = {claimed['epsilon']:.4g} at δ = {record['delta']:.3g}), "
+             + (f"{FORMULA_BELOW}, ρ = {exact['rho']:.4g} (ε = {exact['epsilon']:.4g}): its Rényi curve lies under "
+                "the view's at every order" if below else
+                f"not below the exact loss of the view it bounds, ρ = {exact['rho']:.4g} (ε = {exact['epsilon']:.4g})"))
+    audit = (f"; the audit's ε lower bound {record['eps_lb']:.4g} {'exceeds' if audit_above else 'does not exceed'} "
+             f"the formula's ε ({record['confidence']:.0%} confidence)")
+    return {"below": below, "audit_above": audit_above,
+            "text": f"Finding about the formula as computed, not a refutation of the theorem: {curve}{audit}."}
+
+
 def judged(game: Game, figures: dict[str, Any]) -> bool:
     """Whether the pair's claim gets a verdict: a claim is stated for it (one curious agent, local
-    Gaussian noise) and is the formula as read, not privaudit's extension to K > 1 gossip steps."""
-    return figures["claimed"] is not None and gossip_steps(game) == 1
+    Gaussian noise) and is the formula as read, not privaudit's extension to K > 1 gossip steps nor
+    the averaging formula (`AVERAGING_REASON`)."""
+    return figures["claimed"] is not None and gossip_steps(game) == 1 and not is_averaging(game)
 
 
 def pair_verdict(record: dict[str, Any], game: Game) -> dict[str, Any]:
