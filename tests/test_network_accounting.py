@@ -64,8 +64,9 @@ def test_a_line_of_three_matches_the_view_worked_by_hand():
 def test_the_muffliato_averaging_formula_is_below_the_exact_loss_of_its_view():
     """The same line, averaging, two steps: agent 0 hears x_1 + η_1, then (x_0 + x_1 + x_2 + η_0 + η_1
     + η_2)/3, and knows x_0 + η_0: it solves for x_2 + η_2, the whole local loss Δ²/(2σ²). The
-    formula sums t = 0: (I)_{21}² = 0 and t = 1: w_21²/‖W_1‖² = (1/9)/(1/3) = 1/3: a third of it. A
-    claim below the exact loss of the view it bounds is refuted, for any order α."""
+    formula sums t = 0: (I)_{21}² = 0 and t = 1: w_21²/‖W_1‖² = (1/9)/(1/3) = 1/3: a third of it. The
+    formula, as its authors' code computes it, is below the exact loss of the view it bounds at
+    every order α: a finding about the formula as computed (its theorem's text is not in the seeds)."""
     W = _line(3)
     claim = muffliato_averaging_claim(W, 2, 0, 2, 1.0, DELTA)
     exact = averaging_loss(W, 2, 0, 2, 1.0, DELTA)
