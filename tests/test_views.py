@@ -116,6 +116,7 @@ GENERIC = {
     "clip": "the ternary quantizer's overflow mode (on_overflow = \"clip\")",
     "noise": "the training row's noise declaration",
     "batch_size": "the inversion row's and table's number of images",
+    "rho": "a position pair's Rényi slope ρ (its figures: the formula's, the exact loss's)",
 }
 """Shipped defenses' parameter names that are also words of the suite's own, and what they name
 there. They may appear as string literals, but never index a defense's hyperparameters."""
