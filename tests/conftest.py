@@ -13,6 +13,20 @@ from tests.helpers import small_campaign
 os.environ.setdefault("PRIVAUDIT_DEVICE", "cpu")
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op thread for a module, as privaudit runs (`privaudit.threads`): these files' tensors
+    are small, and OpenMP's waiting threads on a busy two-core machine made them several times slower
+    (tests/test_position_audit.py: 100 s against 16 s). A module asks for it with
+    `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def defense_of():
     """Build the defense of the first cell of a one-table campaign."""

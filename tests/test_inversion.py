@@ -29,14 +29,7 @@ from privaudit.models import build_model
 SHAPE = (3, 32, 32)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: these tensors are tiny and, on two shared cores, OpenMP's waiting
-    threads made an evaluation several times slower than one thread (bench/inversion.py)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread, as privaudit runs
 
 
 @pytest.fixture(scope="module")

@@ -40,13 +40,7 @@ LINE = {"kind": "muffliato", "topology": "line", "agents": 8, "model": "logreg",
         "clip": 1.0}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread, as privaudit runs (`privaudit.threads`; `tests/test_position_audit.py`)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread, as privaudit runs
 
 
 def test_with_one_gossip_step_it_is_dp_dpsgd_number_for_number(defense_of):

@@ -15,7 +15,6 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from privaudit.attacks.audit.position import position_audit, positions
 from privaudit.campaign.audit_findings import game_for_table
@@ -35,12 +34,7 @@ AVERAGING = {"kind": "muffliato", "topology": "line", "agents": 5, "model": "log
 gossip steps heard; δ = 0.05, where the exact loss (4.57) is within reach of 512 runs."""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread, as privaudit runs
 
 
 @pytest.fixture(scope="module")

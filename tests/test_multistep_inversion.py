@@ -29,12 +29,7 @@ from privaudit.wire import GlobalListener, GroundTruth
 VICTIM, ROUND = 0, 1
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread, as privaudit runs
 
 
 def _case(seed: int, tau: int = 2) -> tuple[Setup, Target, torch.Tensor]:

@@ -42,14 +42,7 @@ def _game(table: dict, **options):
     return game_for_table(table, DATA, **options)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread, as privaudit runs (`privaudit.threads`): the worlds' tensors are small, and
-    two threads waiting on a busy two-core machine made this file 6x slower (100 s against 16 s)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest: one intra-op thread, as privaudit runs
 
 
 @pytest.fixture(scope="module")

@@ -181,7 +181,7 @@ def test_a_users_batch_norm_model_is_refused_at_check_in_one_line(workspace, cap
 def test_gradient_canaries_too_many_for_the_memory_limit_are_refused_at_check_in_one_line(workspace, capsys,
                                                                                           monkeypatch):
     """A one-run audit's gradient canaries are directions as long as the model: 200 of them on a
-    ResNet-18 are 17 GB while they are found, which killed `check`; the memory limit refuses them
+    ResNet-18 take 18 GB for their float64 draws alone, which killed `check`; the memory limit refuses them
     first (here a 1 MB limit against 200 canaries of the small model's 380 parameters; the
     campaign's attacks, which need more, are left out)."""
     monkeypatch.setenv("PRIVAUDIT_MAX_MEMORY_MB", "1")
