@@ -669,8 +669,9 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
         why = "is scored law-free" if game.law_free is not None else "adds no noise"
         raise ConfigError(f"'{game.kind}' {why}: its threshold cannot be chosen from a law (use held-out)")
     model = simulated_scores(laws, game.channel.adjacency, MODEL_SAMPLES, seed) if chosen == "model" else None
-    eps_bound = whole_run_bound(candidates, "eps", delta, confidence, model, compared)
-    delta_bound = (whole_run_bound(candidates, "delta", claim.eps_claimed, confidence, model, compared)
+    fit_in = game.release is not None
+    eps_bound = whole_run_bound(candidates, "eps", delta, confidence, model, compared, fit_in)
+    delta_bound = (whole_run_bound(candidates, "delta", claim.eps_claimed, confidence, model, compared, fit_in)
                    if claim.eps_claimed == 0 else None)
     estimates = {"gdp": gdp_estimate(scores_out, scores_in, delta).as_dict()} if 0 < delta < 1 else {}
     headline = estimates.get("gdp")
@@ -727,7 +728,8 @@ def released_record(game: Game, record: dict[str, Any]) -> dict[str, Any]:
                                                      "sees": game.release.words(), "scope": "last iterate"}}
     if "whole_run" in record:
         found["whole_run"] = {**record["whole_run"], "method": "the released model's score (one observation per run), "
-                              "threshold chosen on a held-out quarter of the runs and counted on the rest"}
+                              "threshold chosen on a held-out quarter of the runs (normal laws fitted to both sides where the "
+                              "scores with the canary pass a normality test there) and counted on the rest"}
     return found
 
 
