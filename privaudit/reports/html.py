@@ -41,6 +41,7 @@ from privaudit.reports.membership import membership_section
 from privaudit.reports.notation import html_text, verbatim
 from privaudit.reports.position import position_section
 from privaudit.reports.privacy_utility import privacy_utility_section
+from privaudit.reports.released import released_section
 from privaudit.reports.threat_comparison import threat_comparisons
 from privaudit.reports.verdicts import verdict_section
 
@@ -218,7 +219,8 @@ def _campaign(path: Path) -> dict[str, str]:
 SECTION_TITLES = {"claims": "Privacy claims", "training": "Training", "privacy-utility": "Privacy and utility",
                   "coalition": "Coalition attacks",
                   "inversion": "Reconstruction attacks", "membership": "Membership inference",
-                  "audits": "Empirical audits", "position": "Privacy by position", "provenance": "Provenance"}
+                  "audits": "Empirical audits", "position": "Privacy by position", "released": "Released model",
+                  "provenance": "Provenance"}
 """The sections after the verdicts, in page order, as the table of contents names them."""
 
 
@@ -249,7 +251,7 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
     images = Images(results_dir)
     sections = {"inversion": inversion_section(rows, images), "coalition": coalition_section(rows, images),
                 "membership": membership_section(rows), "audits": audit_section(rows),
-                "position": position_section(rows),
+                "position": position_section(rows), "released": released_section(rows),
                 "privacy_utility": privacy_utility_section(rows)}
     html = environment.get_template("report.html").render(
         campaign=_campaign(results_dir / CAMPAIGN_FILE),

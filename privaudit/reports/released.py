@@ -1,0 +1,93 @@
+"""The report's "Released model" section: what the final models leak when nobody heard the
+training, beside what the transcript leaks (issue 38), from rows alone.
+
+Per audited run, every canary audit of that run side by side: the transcript audits (a listener,
+an eavesdropper, a neighbour) and the last-iterate audits (`released_model`, `released_average`:
+the final model of one agent, or the average, and nothing else), each with what its attacker
+received, its rigorous ε lower bound with its confidence and samples, the estimate (named as one),
+the claim and the sound ε, and the verdict. The claim covers the transcript, so a last-iterate bound
+can refute it but never support a smaller ε: the section says so, and the verdicts say it too
+(`privaudit.attacks.audit.verdict.decide`'s `partial`). Where both kinds of bound exist for a run,
+the section gives the largest last-iterate bound as a fraction of the largest transcript bound: how
+much of what the audits found in the transcript they also found in the final model alone, at the
+strength they ran. Lower bounds both, so the fraction is not a ratio of true privacy losses.
+
+Nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from privaudit.reports.audits import audit_failed, confidence_text, eps_bound_text, number, samples_text
+from privaudit.reports.inversion import row_type
+
+
+def _received(row: dict[str, Any]) -> tuple[str, str]:
+    """(scope, what the attacker received) of a canary audit row: "last iterate" and the release's
+    words, or "transcript" and the threat with the channels it heard."""
+    detail = row.get("detail") or {}
+    released = detail.get("released")
+    if isinstance(released, dict):
+        return "last iterate", f"{released.get('threat', '?')}: {released.get('sees', '?')}"
+    channels = detail.get("channels") or []
+    heard = f" hears {', '.join(map(str, channels))}" if channels else ""
+    return "transcript", f"{detail.get('threat', row.get('threat') or '?')}{heard}"
+
+
+def _method(row: dict[str, Any]) -> str:
+    detail = row.get("detail") or {}
+    canary = detail.get("canary", "?")
+    if "canaries" in detail:
+        return f"one run, {detail['canaries']:,} {canary} canaries"
+    return f"{canary} canary, {samples_text(row)}"
+
+
+def _entry(row: dict[str, Any]) -> dict[str, Any]:
+    scope, received = _received(row)
+    verdict = row.get("verdict") or {}
+    return {"audit": str(row.get("label", "?")), "seed": row.get("seed"), "scope": scope, "received": received,
+            "method": _method(row), "failed": audit_failed(row), "status": row.get("status") or "",
+            "eps_lb": eps_bound_text(row), "confidence": confidence_text(row),
+            "estimate": number(row.get("eps_estimate")), "sound": number(row.get("eps_sound")),
+            "claimed": number(row.get("eps_claimed")), "verdict": verdict.get("status") or "—",
+            "reason": verdict.get("reason") or ""}
+
+
+def _best(rows: list[dict[str, Any]], scope: str) -> float | None:
+    """The largest finite ε lower bound among the run's audits of `scope`; None without one."""
+    found = [float(row["eps_lb"]) for row in rows if not audit_failed(row) and _received(row)[0] == scope
+             and isinstance(row.get("eps_lb"), (int, float)) and not isinstance(row["eps_lb"], bool)
+             and math.isfinite(row["eps_lb"])]
+    return max(found) if found else None
+
+
+def _comparison(rows: list[dict[str, Any]]) -> str | None:
+    """The largest last-iterate bound against the largest transcript bound of one run, in words."""
+    transcript, last = _best(rows, "transcript"), _best(rows, "last iterate")
+    if transcript is None or last is None:
+        return None
+    if transcript == 0:
+        return (f"largest ε lower bound: transcript 0 (not detected at this strength), last iterate {number(last)}")
+    return (f"largest ε lower bound: transcript {number(transcript)}, last iterate {number(last)}, "
+            f"{last / transcript:.2f} of it: the final model alone showed that share of what the transcript showed, "
+            "at the strength these audits ran (lower bounds both, not a ratio of true losses)")
+
+
+def released_section(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Per audited run with at least one last-iterate canary audit, its canary audits (transcript
+    and last iterate) side by side with the comparison; None without last-iterate audits."""
+    canary = [row for row in rows if row_type(row) == "audit" and row.get("kind") == "canary"]
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for row in canary:
+        runs.setdefault(str(row.get("subject", "?")), []).append(row)
+    found = []
+    for subject, audits in runs.items():
+        if not any(_received(row)[0] == "last iterate" for row in audits):
+            continue
+        ordered = sorted(audits, key=lambda row: (_received(row)[0] != "transcript", str(row.get("label")),
+                                                  row.get("seed") or 0))
+        found.append({"subject": subject, "entries": [_entry(row) for row in ordered],
+                      "comparison": _comparison(audits)})
+    return found or None
