@@ -299,8 +299,7 @@ def runs_needed(eps: float, confidence: float, delta: float, protocol: str, most
 
 
 def _sampling(game: Game) -> str:
-    """The canary's inclusion probability per local step, in words: one record among the victim's
-    (in a one-run audit under add/remove, among its data and the half of the canaries expected in),
+    """The canary's inclusion probability per local step, in words: one record among the victim's,
     drawn into a batch of the defense's public size (`views.batch_size`). A run that never samples
     it is the same in both worlds, so a rare canary needs many runs before any test tells them
     apart (docs/audits.md)."""
@@ -311,11 +310,9 @@ def _sampling(game: Game) -> str:
     if not isinstance(size, int) or size < 1:
         return f"the canary is one record among the victim's {game.records:,} (the defense states no public " \
                "batch size, so its sampling rate is not known here)"
-    held = game.records + (len(game.canaries) // 2 if len(game.canaries) > 1 and game.channel.adjacency != "replace-one"
-                           else 0)
-    rate = min(size / held, 1.0)
+    rate = min(size / game.records, 1.0)
     missed = (1 - rate) ** game.rounds
-    return (f"the canary is one record among the victim's {held:,}: a batch of {size:,} holds it with "
+    return (f"the canary is one record among the victim's {game.records:,}: a batch of {size:,} holds it with "
             f"probability {rate:.3g} a local step, and a run of {game.rounds:,} round{'' if game.rounds == 1 else 's'} of one step each never "
             f"samples it with probability {missed:.3g}")
 
