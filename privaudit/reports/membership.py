@@ -125,8 +125,8 @@ def _final_text(row: dict[str, Any]) -> str:
     return f"released model of agent{'s' if len(shown) > 1 else ''} {', '.join(map(str, shown))}"
 
 
-def _target_text(row: dict[str, Any]) -> str:
-    """What the attacker held, as the lead names it."""
+def held_text(row: dict[str, Any]) -> str:
+    """What a membership row's attacker held, as the lead (and the report's other sections) name it."""
     if row.get("round") is None:
         return f"{_final_text(row)} model" if _released_agents(row) is None else _final_text(row)
     return f"intercepted model at round {row['round']}"
@@ -369,7 +369,7 @@ class _Memberships:
             return f"{table} on {name}: every cell failed (reasons below).{privacy}"
         method, round_, cell = max(candidates, key=lambda c: _Entry(c[2], c[0], "auc").center())
         auc = _Entry(cell, method, "auc")
-        who = f"{table}: {method_title(method)} on {name}'s {_target_text(cell[0])}"
+        who = f"{table}: {method_title(method)} on {name}'s {held_text(cell[0])}"
         sentence = who + self._auc_clause(auc) + "." + self._tpr_sentence(cell, method)
         if len(candidates) > 1:
             methods = len(_methods(attempts))
@@ -442,7 +442,7 @@ class _Memberships:
                                + ", ".join(map(str, rounds)))
             finals = [row for row in rows if row.get("round") is None]
             if finals:
-                targets.append(_distinct(_target_text(row) for row in finals))
+                targets.append(_distinct(held_text(row) for row in finals))
             described.append({
                 "run": self.run_names[run],
                 "setting": _distinct(setting_text(row.get("setting") or {}) for row in rows),
