@@ -134,7 +134,8 @@ def attacker_data(table: MembershipConfig, setup: Setup) -> AttackerData:
     left = held_out - wanted_out - table.rmia_samples
     largest = int(setup.local.sizes.max())
     released = releases(table, setup.topology)
-    if wanted_out < len(victims := table.attacked):
+    victims = table.attacked
+    if wanted_out < len(victims):
         raise ValueError(f"non_members = {wanted_out} leaves some of the {len(victims)} victims without a "
                          "non-member to be tested against; raise non_members")
     if left < largest:
