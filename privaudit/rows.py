@@ -17,8 +17,8 @@ them), except where a field says finite. Version history:
 
 * 1 — the rows as written since the schema was introduced; a row without `SCHEMA_KEY` (written
   before) is read as version 1, whose layout it has. Optional fields added since (`model_note`,
-  `config.data.content`, `device`) keep the version: a reader of 1 passes them through and reads
-  every row it read before.
+  `config.data.content`, `device`, a membership row's `released` and `by_victim`) keep the version:
+  a reader of 1 passes them through and reads every row it read before.
 """
 
 from __future__ import annotations
@@ -297,12 +297,38 @@ _INTERVAL = TypeAdapter(Interval | None)
 _RATE = TypeAdapter(Number | None)
 
 
+class ReleaseRecord(_Record):
+    """What a membership attacker on a final model received for one victim
+    (`privaudit.threats.Release`): the threat ("released_model", "released_average"; the average
+    of `target = "average"` is "released_average"), the agents whose final models were averaged
+    (one for `released_model`) and the release in words."""
+
+    victim: Whole
+    threat: Text
+    agents: list[Whole] = Field(min_length=1)
+    words: Text
+
+
+class VictimMembership(_Record):
+    """One victim's own membership metrics in a row that pools several: its members and the
+    non-members dealt to it, against its own model, per method (as `MethodMetrics`, without ROC)."""
+
+    victim: Whole
+    metrics: dict[str, MethodMetrics | None]
+
+
 class MembershipRow(_Row):
     round: Whole | None = None
     metrics: dict[str, MethodMetrics | None]
     rmia_a: Number | None = None
     victims: list[Whole] = Field(default_factory=list)
     data: dict[str, Any] = Field(default_factory=dict)
+    released: list[ReleaseRecord] | None = Field(None, description=(
+        "on a final model (round null): what the attacker received per victim; absent in rows written before "
+        "issue 38 and on intercepted models"))
+    by_victim: list[VictimMembership] | None = Field(None, description=(
+        "with several victims: each one's metrics beside the pooled `metrics`; absent for one victim (the pooled "
+        "metrics are its own) and in rows written before issue 38"))
 
 
 class Verdict(_Record):

@@ -14,10 +14,12 @@ released-model threat receives.
   where every agent trains on one fixed record).
 * `released_model` hears nothing of the training: it receives the final model of one agent
   (`observer`, default the victim) once the run ends, as a deployed or published model is handed
-  over. `[[audit]]` canary tables only: white-box (the parameters) for a gradient canary,
-  black-box (the model's loss on the canary) for a record or outlier canary.
+  over. `[[audit]]` canary tables: white-box (the parameters) for a gradient canary, black-box (the
+  model's loss on the canary) for a record or outlier canary; `[[membership]]` tables: each
+  victim's records against that final model (default: each victim's own).
 * `released_average` hears nothing of the training either: it receives the average of every
-  agent's final model. `[[audit]]` canary tables only, scored as `released_model`.
+  agent's final model. `[[audit]]` canary tables, scored as `released_model`, and `[[membership]]`
+  tables.
 
 Taps record only the rounds and message kinds an extractor reads, so a 1000-round run keeps a
 handful of messages.
@@ -90,7 +92,7 @@ def build_tap(threat: str, victim: int, topology: Topology, *, rounds: Iterable[
         raise ValueError(f"victim {victim} is not an agent (0..{topology.n - 1})")
     if threat in RELEASED_THREATS:
         raise ValueError(f"the {threat} threat hears no message, only final models once training ends: it has no "
-                         "transcript to read (it serves [[audit]] canary tables only)")
+                         "transcript to read (it serves [[audit]] canary and [[membership]] tables only)")
     if threat == "global_listener":
         tap: Tap = GlobalListener(rounds, kinds)
     elif threat == "eavesdropper":

@@ -153,7 +153,7 @@ class MembershipCell(FindingCell):
 
     @property
     def where(self) -> str:
-        at = "final average model" if self.round is None else f"round {self.round}"
+        at = self.table.held if self.round is None else f"round {self.round}"
         return f"membership[{self.index}] ({self.label} on {self.training.label}, seed {self.training.seed}, {at})"
 
 

@@ -466,11 +466,10 @@ class ThreatConfig(_HearsLinks):
 
     def misplaced(self) -> tuple[str, str] | None:
         """(field, why) when a field is set that the chosen threat or target does not use."""
-        if self.threat in RELEASED_THREATS:
-            reads = "an inversion reads messages" if isinstance(self, AttackConfig) else \
-                "membership on released models is not built yet"
-            return "threat", f"{self.threat} hears no transcript, only final models: {reads} ([[audit]] canary tables only)"
-        if self.threat != "curious_neighbour" and self.observer is not None:
+        if self.threat in RELEASED_THREATS and isinstance(self, AttackConfig):
+            return "threat", (f"{self.threat} hears no transcript, only final models: an inversion reads messages "
+                              "([[audit]] canary and [[membership]] tables only)")
+        if self.threat not in ("curious_neighbour", "released_model") and self.observer is not None:
             return "observer", "only the curious_neighbour threat has one"
         if (wrong := self.misplaced_links()) is not None:
             return wrong
@@ -578,6 +577,10 @@ class MembershipConfig(ThreatConfig):
 
     `target = "intercepted"`: the victim's model as the threat model hears it at each of `rounds`
     (the defense's model view, `privaudit.attacks.views.MODEL_VIEWS`); `"average"`: the final average model, the run's output.
+    A released-model threat (`privaudit.threats.RELEASED_THREATS`) hears no message and decides the
+    model itself, so it takes no `rounds` and leaves `target` out: `released_model` holds the final
+    model of agent `observer` (default: each victim's own), `released_average` the final average
+    model, as `target = "average"` does (the one target it may also name).
     `victims` pools several agents into one finding: each one's records are members against its
     own model, and the non-members are dealt out among them, so the ROC has more members than one
     small local dataset gives.
@@ -588,6 +591,8 @@ class MembershipConfig(ThreatConfig):
     """
 
     target: one_of(MEMBERSHIP_TARGETS, "membership target") = "intercepted"
+    observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent; released_model: "
+                                 "the agent whose final model is released (default: each victim's own)")
     victims: list[int] | None = Field(None, min_length=1, description="pool several victims: each one's "
                                       "records are members against its own model (default: [victim])")
     rounds: Annotated[list[int], AfterValidator(_distinct_rounds)] | None = Field(
@@ -618,20 +623,52 @@ class MembershipConfig(ThreatConfig):
         """The victims whose records are the members."""
         return self.victims or [self.victim]
 
+    @property
+    def final(self) -> bool:
+        """Whether the attacker holds a final model (a released-model threat, or the final average
+        model), not a model intercepted at `rounds`."""
+        return self.threat in RELEASED_THREATS or self.target == "average"
+
+    @property
+    def held(self) -> str:
+        """The final model the attacker holds, in words (for messages naming a cell)."""
+        return "released final model" if self.threat == "released_model" else "final average model"
+
     def misplaced(self) -> tuple[str, str] | None:
         if self.victims is not None and (len(set(self.victims)) != len(self.victims) or min(self.victims) < 0):
             return "victims", f"must be distinct agents, got {self.victims}"
         if self.victims is not None and "victim" in self.model_fields_set:
             return "victim", "give victim or victims, not both"
+        if (wrong := self._misplaced_release()) is not None:
+            return wrong
+        if self.threat in RELEASED_THREATS:
+            return super().misplaced()
         if self.target == "intercepted" and self.rounds is None:
             return "rounds", "required when target = 'intercepted' (the rounds whose model is attacked)"
         if self.target == "average" and self.rounds is not None:
             return "rounds", "the 'average' target is the final average model; remove rounds"
         return super().misplaced()
 
+    def _misplaced_release(self) -> tuple[str, str] | None:
+        """(field, why) when a released-model threat is given what it does not take: it holds a
+        final model, so no round and no intercepted target; `released_average` no observer and no
+        other target than the average it holds."""
+        if self.threat not in RELEASED_THREATS:
+            return None
+        if self.rounds is not None:
+            return "rounds", f"{self.threat} holds a final model, once training ends; remove rounds"
+        if "target" in self.model_fields_set and self.target != "average":
+            return "target", f"{self.threat} holds a final model, not one intercepted; remove target"
+        if self.threat == "released_model" and "target" in self.model_fields_set:
+            return "target", ("released_model holds one agent's final model, not the average (threat = "
+                              "'released_average'); remove target")
+        if self.threat == "released_average" and self.observer is not None:
+            return "observer", "released_average receives the average of every agent's final model: it has no observer"
+        return None
+
     @property
     def name(self) -> str:
-        return self.label or f"membership ({self.target})"
+        return self.label or f"membership ({self.threat if self.threat in RELEASED_THREATS else self.target})"
 
 
 AUDIT_KINDS = ("mechanism", "canary", "reconstruction", "position")

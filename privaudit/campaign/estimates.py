@@ -250,7 +250,7 @@ class Estimator:
         how = (f"{references} reference runs of {_rounds(needed)} at {_ms(rate.round_s)}"
                + (f", shared by {len(cells)} cells" if len(cells) > 1 else "") + ", timed now; scoring not counted")
         return [CellTime(f"{cell.label} on {training.label} seed {training.seed} "
-                         + ("final average" if cell.round is None else f"round {cell.round}"),
+                         + (cell.table.held if cell.round is None else f"round {cell.round}"),
                          seconds / len(cells), how) for cell in cells]
 
     def audit(self, cell: AuditCell) -> CellTime:

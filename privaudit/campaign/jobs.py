@@ -211,7 +211,7 @@ def run_training_job(job: TrainingJob, store: ResultsStore, progress: bool = Fal
     for group, tap, data in groups:
         transcript = next(transcripts) if tap else None
         for member_row in membership_rows(group, defense, transcript, output.final_states, data, store, progress):
-            at = "final average" if member_row["round"] is None else f"round {member_row['round']}"
+            at = group[0].table.held if member_row["round"] is None else f"round {member_row['round']}"
             yield Finished(member_row | where, f"{member_row['label']} on {cell.label} seed {cell.seed} {at}: "
                                        f"{membership_headline(member_row)} ({member_row['wall_s']:.1f} s)")
 

@@ -7,7 +7,8 @@ The attacker's side, in order:
    shuffled by the seed and cut into three disjoint parts: non-members to test alongside the
    victims' records, population records z for RMIA's pairwise test, and a pool to train
    reference models on. The victims' records are the members; each candidate is tested against
-   one victim's model (its own victim's for a member; non-members are dealt out in turn). The attacker sees the candidates
+   one victim's model (its own victim's for a member; non-members are dealt out in turn, at least
+   one to each victim). The attacker sees the candidates
    (members and non-members mixed) without their labels; `is_member` reaches only
    `privaudit.attacks.membership.scores.membership_metrics`.
 2. **Reference models** (`reference_models`): K runs of the same defense, with the same public
@@ -16,7 +17,9 @@ The attacker's side, in order:
    RMIA). From each run the attacker takes the same view as from the target: the victim
    position's model as it crossed the wire at the attacked rounds (`MODEL_VIEWS`, so a defense
    that sends a noisy or quantized model is matched by noisy or quantized references), or the
-   final average model.
+   final model it holds: the same `privaudit.threats.Release` of the run's final states, the
+   victim position's own (or the observer's) for `released_model`, the average for
+   `released_average` and `target = "average"` alike.
 3. **Scores** (`score_candidates`): the per-record loss, logit-scaled confidence and log
    correct-class probability of the target and of each reference model, turned into LOSS, offline
    LiRA and RMIA scores (`privaudit.attacks.membership.scores`; RMIA's count with its ties broken unless the table
@@ -25,6 +28,10 @@ The attacker's side, in order:
    pseudo-target with the others as its references, on pool records whose membership the attacker
    knows because it trained them, keeping the paper's 0.3 when the references are too few or show
    no a better beyond their own noise.
+
+The metrics are the pooled ROC's over every victim's candidates; with several victims, each
+victim's own (its members and the non-members dealt to it, against its own model) come beside
+them (`victim_metrics`), so a report shows membership per agent.
 
 Anything that goes wrong on the attacker's side (a model the tap did not hear, a model whose
 outputs are not finite) becomes a failed finding with its reason.
@@ -67,7 +74,8 @@ from privaudit.store import ResultsStore
 from privaudit.sampling import LocalData
 from privaudit.setup import Setup
 from privaudit.sim import Diverged, simulate
-from privaudit.threats import build_tap
+from privaudit.threats import RELEASED_THREATS, Release, build_release, build_tap
+from privaudit.topology import Topology
 from privaudit.wire import Eavesdropper, Tap, Transcript
 
 REFERENCE_SEED_STRIDE = 1_000_003
@@ -88,7 +96,8 @@ class AttackerData:
     """One membership cell's records: candidates (the victims' records, then non-members), the
     victim each candidate is tested against (`owners`), the population z and the reference pool;
     `is_member` is for scoring only. Member rows index the training split, the other rows the
-    held-out split."""
+    held-out split. `releases`: the final model each victim's candidates are tested against, as the
+    attacker receives it (`releases`; empty for an intercepted target)."""
 
     candidates_x: Tensor
     candidates_y: Tensor
@@ -102,6 +111,7 @@ class AttackerData:
     population_y: Tensor
     pool_x: Tensor
     pool_y: Tensor
+    releases: dict[int, Release]
 
     def sizes(self) -> dict[str, int]:
         return {"members": int(self.is_member.sum()), "non_members": int((~self.is_member).sum()),
@@ -110,7 +120,7 @@ class AttackerData:
 
 def attacker_data(table: MembershipConfig, setup: Setup) -> AttackerData:
     """Split the held-out records for `table` against `table.victim`; ValueError (one line)
-    when there are too few."""
+    when there are too few, or for an observer the topology lacks."""
     data = setup.data
     if data.task != "classification":
         raise ValueError(f"membership inference needs a classification dataset; '{data.name}' is a {data.task} problem")
@@ -123,6 +133,11 @@ def attacker_data(table: MembershipConfig, setup: Setup) -> AttackerData:
     wanted_out = table.non_members or len(members)
     left = held_out - wanted_out - table.rmia_samples
     largest = int(setup.local.sizes.max())
+    released = releases(table, setup.topology)
+    victims = table.attacked
+    if wanted_out < len(victims):
+        raise ValueError(f"non_members = {wanted_out} leaves some of the {len(victims)} victims without a "
+                         "non-member to be tested against; raise non_members")
     if left < largest:
         raise ValueError(f"the held-out split has {held_out} records: {wanted_out} non-members and "
                          f"{table.rmia_samples} RMIA population records leave {max(left, 0)} to train reference "
@@ -134,7 +149,7 @@ def attacker_data(table: MembershipConfig, setup: Setup) -> AttackerData:
     pool_rows = order[wanted_out + table.rmia_samples:][: table.reference_pool or None]
     if len(pool_rows) < largest:
         raise ValueError(f"reference_pool = {len(pool_rows)} is smaller than the largest local dataset ({largest})")
-    victims = np.asarray(table.attacked)
+    victims = np.asarray(victims)
     return AttackerData(
         candidates_x=torch.cat([data.x_train[members], data.x_test[out_rows]]),
         candidates_y=torch.cat([data.y_train[members], data.y_test[out_rows]]),
@@ -149,6 +164,7 @@ def attacker_data(table: MembershipConfig, setup: Setup) -> AttackerData:
         population_y=data.y_test[z_rows],
         pool_x=data.x_test[pool_rows],
         pool_y=data.y_test[pool_rows],
+        releases=released,
     )
 
 
@@ -158,10 +174,28 @@ def view_rounds(table: MembershipConfig, defense: str) -> list[int]:
     return sorted({t for r in table.rounds or () for t in view.rounds(r) if t >= 0})
 
 
+def releases(table: MembershipConfig, topology: Topology) -> dict[int, Release]:
+    """The final model each victim's records are tested against, as the `Release` of the run's
+    final states that the attacker receives: `released_model`'s (the observer's final model,
+    default the victim's own), else the average (`released_average`, and `target = "average"`,
+    the same model); none for an intercepted target. ValueError (one line) for an observer the
+    topology lacks."""
+    if not table.final:
+        return {}
+    threat = table.threat if table.threat in RELEASED_THREATS else "released_average"
+    observer = table.observer if threat == "released_model" else None
+    return {victim: build_release(threat, victim, topology, observer=observer) for victim in table.attacked}
+
+
+def released_model(release: Release, final_states: Tensor) -> Tensor:
+    """The model [P] `release` gives of one run's final states [N, P]."""
+    return release.model(final_states, len(final_states))[0]
+
+
 def membership_tap(table: MembershipConfig, defense: str, setup: Setup) -> Tap | None:
     """The threat model's tap for an intercepted target, checked to hear the view at every
-    attacked round (ValueError naming what is missing); None for the average model."""
-    if table.target == "average":
+    attacked round (ValueError naming what is missing); None for a final model, which no tap hears."""
+    if table.final:
         return None
     view = MODEL_VIEWS[defense]
     topology = setup.topology
@@ -176,7 +210,7 @@ def membership_tap(table: MembershipConfig, defense: str, setup: Setup) -> Tap |
 
 def last_round_needed(table: MembershipConfig, defense: str, rounds: int) -> int:
     """How many rounds a reference run needs: up to the last round the view reads, or all."""
-    if table.target == "average":
+    if table.final:
         return rounds
     return max(view_rounds(table, defense)) + 1
 
@@ -202,8 +236,8 @@ def _reference_setup(setup: Setup, data: AttackerData, seed: int) -> Setup:
 @dataclass(frozen=True)
 class References:
     """The reference runs of one membership table on one training cell: the attacked view of each,
-    [K, P] per (attacked round, victim) (round None: the final average model, the same for every
-    victim), their seeds, the pool rows each agent of each run trained on (`shards[k][i]`, indices
+    [K, P] per (attacked round, victim) (round None: the final model the victim's release gives,
+    `releases`), their seeds, the pool rows each agent of each run trained on (`shards[k][i]`, indices
     into the attacker's pool) and the wall time."""
 
     views: dict[tuple[int | None, int], Tensor]
@@ -228,15 +262,15 @@ def reference_models(table: MembershipConfig, defense: str, params: DefenseParam
         local = reference_setup.local
         shards.append([local.index[i, : int(local.sizes[i])].cpu().numpy() for i in range(local.n_agents)])
         taps = []
-        if table.target == "intercepted":
+        if not table.final:
             links = [(v, j) for v in table.attacked for j in setup.topology.neighbours(v)]
             taps = [Eavesdropper(links, rounds=view_rounds(table, defense), kinds=view.kinds)]
         with devices.on(setup.device):
             reference = DEFENSES[defense](params, reference_setup)
             output = simulate(reference, needed, eval_every=needed, taps=taps, after_round=tick)
         for victim in table.attacked:
-            if table.target == "average":
-                found.setdefault((None, victim), []).append(output.final_states.mean(dim=0))
+            if table.final:
+                found.setdefault((None, victim), []).append(released_model(data.releases[victim], output.final_states))
                 continue
             for round in table.rounds:
                 found.setdefault((round, victim), []).append(view.extract(output.transcripts[0], victim, round))
@@ -333,6 +367,23 @@ def score_candidates(table: MembershipConfig, model: FlatModel, targets: dict[in
     return scores, chosen
 
 
+def victim_metrics(table: MembershipConfig, scores: dict[str, np.ndarray], data: AttackerData) -> list[dict[str, Any]]:
+    """Each victim's own metrics per method: its members and the non-members dealt to it, each
+    scored against its own model (the candidates whose `owners` entry it is), with the table's
+    FPRs, bootstrap and confidence; as the pooled metrics, without the ROC points. The pooled
+    metrics are computed apart, on every candidate, and stay what they were."""
+    found = []
+    for victim in table.attacked:
+        mine = data.owners == victim
+        metrics = {}
+        for k, name in enumerate(METHODS):
+            result = membership_metrics(scores[name][mine], data.is_member[mine], fprs=table.fprs,
+                                        bootstrap=table.bootstrap, confidence=table.confidence, seed=k).as_dict()
+            metrics[name] = {key: value for key, value in result.items() if key != "roc"}
+        found.append({"victim": victim, "metrics": metrics})
+    return found
+
+
 def _save_scores(store: ResultsStore, cell: str, scores: dict[str, np.ndarray], data: AttackerData) -> str:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, is_member=data.is_member, owners=data.owners, member_rows=data.member_rows,
@@ -341,11 +392,11 @@ def _save_scores(store: ResultsStore, cell: str, scores: dict[str, np.ndarray], 
 
 
 def target_models(table: MembershipConfig, defense: str, round: int | None, transcript: Transcript | None,
-                  final_states: Tensor) -> dict[int, Tensor]:
+                  final_states: Tensor, data: AttackerData) -> dict[int, Tensor]:
     """The model the attacker holds of each victim: the intercepted view at `round`, or the
-    final average model."""
+    final model its release gives (`AttackerData.releases`)."""
     if round is None:
-        return {victim: final_states.mean(dim=0) for victim in table.attacked}
+        return {victim: released_model(release, final_states) for victim, release in data.releases.items()}
     return {victim: MODEL_VIEWS[defense].extract(transcript, victim, round) for victim in table.attacked}
 
 
@@ -361,9 +412,11 @@ def infer(cell_id: str, table: MembershipConfig, model: FlatModel, targets: dict
                                  confidence=table.confidence, seed=k)
         for k, name in enumerate(METHODS)
     }
+    per_victim = {"by_victim": victim_metrics(table, scores, data)} if len(table.attacked) > 1 else {}
     return {
         "status": "ok",
         "metrics": {name: result.as_dict() for name, result in metrics.items()},
+        **per_victim,
         "rmia_a": chosen.a,
         "rmia_a_from": chosen.how,
         "artifacts": {"scores": _save_scores(store, cell_id, scores, data)},
@@ -423,7 +476,7 @@ def membership_rows(cells: list[MembershipCell], defense: Defense, transcript: T
     for cell in cells:
         started = time.perf_counter()
         try:
-            targets = target_models(cell.table, run.kind, cell.round, transcript, final_states)
+            targets = target_models(cell.table, run.kind, cell.round, transcript, final_states, data)
             mine = {victim: references.views[cell.round, victim] for victim in cell.table.attacked}
             found = infer(cell.id, cell.table, defense.setup.model, targets, mine, references.shards, data, store)
         except (KeyError, ValueError) as error:
@@ -441,9 +494,17 @@ def unrun_rows(cells: list[MembershipCell], data: AttackerData, reason: str) -> 
 
 def membership_row(cell: MembershipCell, data: AttackerData, seeds: list[int], reference_wall: float,
                    found: dict[str, Any], wall_s: float) -> dict[str, Any]:
-    """A membership cell's results row: its identity, its references and what `found` says."""
+    """A membership cell's results row: its identity, its references and what `found` says. A row
+    on a final model says what the attacker received (`released`: per victim, the release's threat,
+    agents and words); its `threat` is the released threat, or "output" for `target = "average"`
+    under a listening threat, which hears nothing there."""
     training = cell.training
     run = training.run
+    table = cell.table
+    released = table.threat in RELEASED_THREATS
+    held = {"released": [{"victim": victim, "threat": release.threat, "agents": list(release.agents),
+                          "words": release.words()} for victim, release in data.releases.items()]
+            } if cell.round is None else {}
     return {
         "type": "membership",
         "cell": cell.id,
@@ -454,15 +515,16 @@ def membership_row(cell: MembershipCell, data: AttackerData, seeds: list[int], r
         "defense_label": run.name,
         "defense_table": training.table_label,
         "setting": training.setting,
-        "target": cell.table.target,
-        "threat": cell.table.threat if cell.round is not None else "output",
-        "victims": cell.table.attacked,
+        "target": "released" if released else table.target,
+        "threat": table.threat if released or cell.round is not None else "output",
+        "victims": table.attacked,
         "round": cell.round,
         "seed": training.seed,
         "references": len(seeds),
         "reference_seeds": seeds,
         "reference_wall_s": reference_wall,
         "data": data.sizes(),
+        **held,
         **found,
         "wall_s": wall_s,
         "config": cell.describe(),

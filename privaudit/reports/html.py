@@ -37,7 +37,7 @@ from privaudit.reports.audits import audit_section
 from privaudit.reports.coalition import coalition_section
 from privaudit.reports.figures import TRAINING_METRICS, epsilon_overview, training_curves
 from privaudit.reports.inversion import best_reconstructions, inversion_section, row_type
-from privaudit.reports.membership import membership_section
+from privaudit.reports.membership import held_text, membership_section
 from privaudit.reports.notation import html_text, verbatim
 from privaudit.reports.position import position_section
 from privaudit.reports.privacy_utility import privacy_utility_section
@@ -180,7 +180,7 @@ def _provenance(rows: list[dict[str, Any]]) -> dict[str, Any]:
             what = f"{row.get('defense_label', '?')} · {row.get('label', '?')}, round {row.get('round', '?')}"
             attacked = row.get("training")
         elif kind == "membership":
-            at = "final average model" if row.get("round") is None else f"round {row['round']}"
+            at = held_text(row) if row.get("round") is None else f"round {row['round']}"
             what = f"{row.get('defense_label', '?')} · {row.get('label', '?')}, {at}"
             attacked = row.get("training")
         elif kind == "audit":

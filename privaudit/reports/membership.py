@@ -14,6 +14,11 @@ Two rules keep the section from overstating:
 - TPR at an FPR below 1/non-members is not resolvable: no threshold has a false-positive rate
   strictly between 0 and 1/non-members, so the stored value there is the TPR at zero false
   positives. It is shown as "n/a" with the number of non-members it would need.
+
+A table on a released model (`released_model`, `released_average`) says what the attacker
+received, from the rows' `released`; a table pooling several victims shows, under each pooled
+line, every victim's own line from the rows' `by_victim` (its members and the non-members dealt to
+it), so membership reads per agent.
 """
 
 from __future__ import annotations
@@ -98,15 +103,47 @@ def method_title(method: str) -> str:
     return METHOD_TITLES.get(method, method.upper())
 
 
-def _target_text(row: dict[str, Any]) -> str:
-    """What the attacker held, as the lead names it."""
+def _released_agents(row: dict[str, Any]) -> dict[int, list[int]] | None:
+    """Each victim's released agents in a row on one agent's released final model, else None (the
+    average, or a row written before rows said what was released: the average was the one final
+    model then)."""
+    released = row.get("released") or []
+    if not released or any(entry.get("threat") != "released_model" for entry in released):
+        return None
+    return {int(entry["victim"]): [int(agent) for agent in entry["agents"]] for entry in released}
+
+
+def _final_text(row: dict[str, Any]) -> str:
+    """The final model a row's attacker held, in words: "final average", or "released model of
+    each victim" / "of agent 2"."""
+    agents = _released_agents(row)
+    if agents is None:
+        return "final average"
+    if all(held == [victim] for victim, held in agents.items()):
+        return "released model of each victim" if len(agents) > 1 else f"released model of agent {next(iter(agents))}"
+    shown = sorted({agent for held in agents.values() for agent in held})
+    return f"released model of agent{'s' if len(shown) > 1 else ''} {', '.join(map(str, shown))}"
+
+
+def held_text(row: dict[str, Any]) -> str:
+    """What a membership row's attacker held, as the lead (and the report's other sections) name it."""
     if row.get("round") is None:
-        return "final average model"
+        return f"{_final_text(row)} model" if _released_agents(row) is None else _final_text(row)
     return f"intercepted model at round {row['round']}"
 
 
-def _attacked_text(round_: Any) -> str:
-    return "final average" if round_ is None else f"round {round_}"
+def _attacked_text(row: dict[str, Any]) -> str:
+    round_ = row.get("round")
+    return _final_text(row) if round_ is None else f"round {round_}"
+
+
+def _threat_text(row: dict[str, Any]) -> str:
+    """Who attacked: the threat, and for a final model what it received (the row's words)."""
+    threat = str(row.get("threat", "?"))
+    words = list(dict.fromkeys(str(entry.get("words")) for entry in row.get("released") or []))
+    if not words or threat not in ("released_model", "released_average"):
+        return threat
+    return f"{threat}: {'; '.join(words)}"
 
 
 def _fewest(rows: list[dict[str, Any]], method: str, field: str = "non_members") -> int:
@@ -332,7 +369,7 @@ class _Memberships:
             return f"{table} on {name}: every cell failed (reasons below).{privacy}"
         method, round_, cell = max(candidates, key=lambda c: _Entry(c[2], c[0], "auc").center())
         auc = _Entry(cell, method, "auc")
-        who = f"{table}: {method_title(method)} on {name}'s {_target_text(cell[0])}"
+        who = f"{table}: {method_title(method)} on {name}'s {held_text(cell[0])}"
         sentence = who + self._auc_clause(auc) + "." + self._tpr_sentence(cell, method)
         if len(candidates) > 1:
             methods = len(_methods(attempts))
@@ -403,12 +440,13 @@ class _Memberships:
             if rounds:
                 targets.append("intercepted model at round" + ("s " if len(rounds) > 1 else " ")
                                + ", ".join(map(str, rounds)))
-            if None in self.rounds(table, run):
-                targets.append("final average model")
+            finals = [row for row in rows if row.get("round") is None]
+            if finals:
+                targets.append(_distinct(held_text(row) for row in finals))
             described.append({
                 "run": self.run_names[run],
                 "setting": _distinct(setting_text(row.get("setting") or {}) for row in rows),
-                "target": "; ".join(targets), "threat": _distinct(row.get("threat", "?") for row in rows),
+                "target": "; ".join(targets), "threat": _distinct(_threat_text(row) for row in rows),
                 "victim": _distinct(", ".join(map(str, row.get("victims", ["?"]))) for row in rows),
                 **{field: _distinct((row.get("data") or {}).get(field, "?") for row in rows)
                    for field in ("members", "non_members", "rmia_population")},
@@ -431,21 +469,11 @@ class _Memberships:
         for run in self.runs(table):
             for round_ in self.rounds(table, run):
                 cell = self.cells[(table, run, round_)]
-                by_method = []
-                for method in methods:
-                    non_members = _fewest([row for row in cell if not failed(row)], method)
-                    entries = []
-                    for key, _, show in columns:
-                        fpr = float(key[4:]) if key.startswith("tpr@") else None
-                        entry = _Entry(cell, method, key)
-                        if fpr is not None and entry.values and not resolvable(fpr, non_members):
-                            entries.append({"text": "n/a", "failed": entry.lost,
-                                            "interval": f"needs ≥ {needed_non_members(fpr)} non-members"})
-                        else:
-                            entries.append(entry.cell(show))
-                    by_method.append({"method": method_title(method), "entries": entries})
-                lines.append({"run": self.run_names[run], "attacked": _attacked_text(round_),
-                              "privacy": self.privacy[run].short(), "methods": by_method})
+                attacked = _attacked_text(cell[0])
+                for who, rows in [(attacked, cell)] + _victim_cells(cell):
+                    lines.append({"run": self.run_names[run], "attacked": who, "privacy": self.privacy[run].short(),
+                                  "methods": [{"method": method_title(method),
+                                               "entries": _entries(rows, method, columns)} for method in methods]})
         return {"columns": [title for _, title, _ in columns], "lines": lines}
 
     # -------------------------------------------------------------------------------- figures
@@ -467,7 +495,7 @@ class _Memberships:
                 if not curves:
                     continue
                 method = _methods(cell)[0]
-                title = f"{table} · {self.run_names[run]} · {_attacked_text(round_)}"
+                title = f"{table} · {self.run_names[run]} · {_attacked_text(cell[0])}"
                 figures.append({"title": title, "uri": membership_roc(
                     curves, _fewest(cell, method), _fewest(cell, method, "members"), title)})
         return figures
@@ -492,15 +520,44 @@ class _Memberships:
                             (self.privacy[run].sound, auc.center(), auc.spread()))
             if not lines:
                 continue
-            title = f"{table} · {_attacked_text(round_)}: AUC against sound ε"
+            title = f"{table} · {_attacked_text(self.cells[(table, runs[0], round_)][0])}: AUC against sound ε"
             figures.append({"title": title, "uri": membership_auc_epsilon(lines, " / ".join(edge) or "no DP", title)})
         return figures
 
     def failures(self) -> list[dict[str, Any]]:
         return [{"table": self.table_of[row["cell"]], "run": self.run_names[self.run_of[row["cell"]]],
-                 "attacked": _attacked_text(row.get("round")), "seed": row.get("seed"),
+                 "attacked": _attacked_text(row), "seed": row.get("seed"),
                  "reason": row.get("status") or "no status stored", "cell": row["cell"]}
                 for row in self.rows if failed(row)]
+
+
+def _entries(rows: list[dict[str, Any]], method: str,
+             columns: list[tuple[str, str, Callable[[float], str]]]) -> list[dict[str, Any]]:
+    """One method's entries of the score table over `rows` (one attack's seeds), a TPR at an FPR
+    the non-members cannot resolve shown as "n/a"."""
+    non_members = _fewest([row for row in rows if not failed(row)], method)
+    entries = []
+    for key, _, show in columns:
+        fpr = float(key[4:]) if key.startswith("tpr@") else None
+        entry = _Entry(rows, method, key)
+        if fpr is not None and entry.values and not resolvable(fpr, non_members):
+            entries.append({"text": "n/a", "failed": entry.lost,
+                            "interval": f"needs ≥ {needed_non_members(fpr)} non-members"})
+        else:
+            entries.append(entry.cell(show))
+    return entries
+
+
+def _victim_cells(cell: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Per victim of rows that pool several (their `by_victim`), its line's name and its seeds'
+    rows as the score table reads them: the row with that victim's own metrics (its members and
+    the non-members dealt to it). Rows of one victim have none: the pooled line is its own."""
+    victims: dict[int, list[dict[str, Any]]] = {}
+    for row in cell:
+        for entry in row.get("by_victim") or []:
+            victims.setdefault(int(entry["victim"]), []).append(
+                {**row, "metrics": entry.get("metrics") or {}, "data": {}})
+    return [(f"victim {victim} alone", rows) for victim, rows in sorted(victims.items())]
 
 
 def membership_section(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -33,7 +33,7 @@ from typing import Any
 from privaudit.reports.figures import privacy_utility
 from privaudit.reports.inversion import failed as inversion_failed
 from privaudit.reports.inversion import row_type
-from privaudit.reports.membership import RunPrivacy, method_title
+from privaudit.reports.membership import RunPrivacy, held_text, method_title
 from privaudit.reports.membership import failed as membership_failed
 
 UTILITY_METRICS = (("avg_acc", "test accuracy (average model)"),
@@ -247,7 +247,7 @@ def _memberships(run: _Run) -> dict[str, _Measure]:
             found[name] = _Measure([], f"no score{_lost(lost)}")
             continue
         (round_, method), values = max(candidates.items(), key=lambda item: mean(item[1]))
-        at = "final average model" if round_ is None else f"round {round_}"
+        at = f"round {round_}" if round_ is not None else held_text(next(row for row in ok if row.get("round") is None))
         found[name] = _Measure(values, f"AUC {_spread(values, '.2f')} ({method_title(method)}, {at}){_lost(lost)}")
     return found
 
