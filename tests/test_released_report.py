@@ -54,7 +54,10 @@ def finished(tmp_path_factory):
                                "defense": [DP],
                                "audit": [{"kind": "canary", "label": "heard", "runs": 64},
                                          {"kind": "canary", "label": "final model", "runs": 64,
-                                          "threat": "released_model"}]})
+                                          "threat": "released_model"}],
+                               "membership": [{"label": "on released models", "threat": "released_model",
+                                               "victims": [0, 1], "references": 2, "non_members": 20,
+                                               "rmia_samples": 20, "bootstrap": 0}]})
     store = run_campaign(campaign, "# t", out, progress=False, say=lambda _: None)
     return out, store.rows()
 
@@ -70,7 +73,24 @@ def test_the_section_sets_the_last_iterate_beside_the_transcript(finished):
     assert "Released model" in section and "never support a smaller" in section and "final model" in section
 
 
+def test_each_agent_shows_its_membership_beside_its_last_iterate_bounds(finished):
+    """Victim 0 is both the canary audits' victim and a membership victim: its line holds its own
+    AUCs and the last-iterate bound; agent 1 has membership alone."""
+    out, rows = finished
+    [run] = released_section(rows)
+    agents = {entry["agent"]: entry for entry in run["agents"]}
+    assert set(agents) == {0, 1} and run["methods"] == ["LOSS", "LiRA", "RMIA"]
+    membership = next(row for row in rows if row.get("type") == "membership")
+    own = {entry["victim"]: entry["metrics"] for entry in membership["by_victim"]}
+    for agent in (0, 1):
+        assert agents[agent]["methods"]["LiRA"]["auc"] == f"{own[agent]['lira']['auc']:.4g}"
+        assert "final model of agent" in agents[agent]["held"]
+    assert agents[0]["bounds"] and agents[0]["bounds"][0].startswith("final model: ε ≥") and agents[1]["bounds"] == []
+    section = without_notation(render_report(out).read_text()).split('<section id="released">')[1]
+    assert "LiRA AUC" in section and "on released models" in section
+
+
 def test_no_section_without_a_last_iterate_audit(finished):
     _, rows = finished
-    heard = [row for row in rows if (row.get("detail") or {}).get("released") is None]
+    heard = [row for row in rows if (row.get("detail") or {}).get("released") is None and not row.get("released")]
     assert released_section(heard) is None

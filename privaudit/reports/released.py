@@ -12,6 +12,11 @@ the section gives the largest last-iterate bound as a fraction of the largest tr
 much of what the audits found in the transcript they also found in the final model alone, at the
 strength they ran. Lower bounds both, so the fraction is not a ratio of true privacy losses.
 
+Per agent, membership inference on the released models (`[[membership]]` with a released threat:
+LOSS, LiRA and RMIA against each victim's final model, or the one it is handed) beside the
+last-iterate canary bounds whose victim is that agent: an attack's success rates and an audit's
+rigorous bound, side by side, never merged into one number.
+
 Nothing is recomputed.
 """
 
@@ -22,6 +27,7 @@ from typing import Any
 
 from privaudit.reports.audits import audit_failed, confidence_text, eps_bound_text, number, samples_text
 from privaudit.reports.inversion import row_type
+from privaudit.reports.membership import method_title
 
 
 def _received(row: dict[str, Any]) -> tuple[str, str]:
@@ -75,19 +81,74 @@ def _comparison(rows: list[dict[str, Any]]) -> str | None:
             "at the strength these audits ran (lower bounds both, not a ratio of true losses)")
 
 
-def released_section(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Per audited run with at least one last-iterate canary audit, its canary audits (transcript
-    and last iterate) side by side with the comparison; None without last-iterate audits."""
-    canary = [row for row in rows if row_type(row) == "audit" and row.get("kind") == "canary"]
-    runs: dict[str, list[dict[str, Any]]] = {}
-    for row in canary:
-        runs.setdefault(str(row.get("subject", "?")), []).append(row)
+def _lowest_tpr(metrics: dict[str, Any]) -> str:
+    """"TPR 0.031 at FPR 0.001": the row's TPR at its lowest false-positive rate, "—" without one."""
+    rates = sorted((float(key.removeprefix("tpr@")), key) for key in metrics
+                   if key.startswith("tpr@") and not key.endswith("_ci") and isinstance(metrics[key], (int, float)))
+    return "—" if not rates else f"TPR {number(metrics[rates[0][1]])} at FPR {rates[0][0]:g}"
+
+
+def _methods(rows: list[dict[str, Any]]) -> list[str]:
+    """The membership methods the rows store, in the order first met."""
+    return list(dict.fromkeys(name for row in rows for name in (row.get("metrics") or {})))
+
+
+def _membership(row: dict[str, Any], methods: list[str]) -> list[dict[str, Any]]:
+    """Each victim's membership on its released model in one membership row: its own metrics where
+    the row pools several victims (`by_victim`), else the row's."""
+    releases = {release.get("victim"): release for release in row.get("released") or [] if isinstance(release, dict)}
+    own = {entry.get("victim"): entry.get("metrics") or {} for entry in row.get("by_victim") or []
+           if isinstance(entry, dict)}
+    victims = row.get("victims") or list(releases)
     found = []
-    for subject, audits in runs.items():
-        if not any(_received(row)[0] == "last iterate" for row in audits):
+    for victim in victims:
+        metrics = own.get(victim) if len(victims) > 1 else row.get("metrics") or {}
+        metrics = metrics or {}
+        found.append({"agent": victim, "attack": str(row.get("label", "?")), "seed": row.get("seed"),
+                      "held": (releases.get(victim) or {}).get("words", "?"),
+                      "failed": str(row.get("status", "")) != "ok", "status": row.get("status") or "",
+                      "methods": {method_title(name): {"auc": number((metrics.get(name) or {}).get("auc")),
+                                                       "tpr": _lowest_tpr(metrics.get(name) or {})}
+                                  for name in methods}})
+    return found
+
+
+def _agents(audits: list[dict[str, Any]], memberships: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per agent, its membership on released models and the last-iterate canary bounds with it as the
+    victim."""
+    bounds: dict[Any, list[str]] = {}
+    for row in audits:
+        if _received(row)[0] == "last iterate" and not audit_failed(row):
+            victim = (row.get("detail") or {}).get("victim")
+            bounds.setdefault(victim, []).append(f"{row.get('label', '?')}: {eps_bound_text(row)}")
+    found = []
+    methods = _methods(memberships)
+    for row in memberships:
+        for entry in _membership(row, methods):
+            found.append({**entry, "bounds": bounds.pop(entry["agent"], [])})
+    found.extend({"agent": agent, "attack": None, "bounds": listed} for agent, listed in bounds.items())
+    return found
+
+
+def released_section(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Per run with a last-iterate canary audit or membership on released models: its canary audits
+    (transcript and last iterate) side by side with the comparison, and per agent its membership
+    beside its last-iterate bounds; None without either."""
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for row in rows:
+        if row_type(row) == "audit" and row.get("kind") == "canary":
+            runs.setdefault(str(row.get("subject", "?")), {"audits": [], "membership": []})["audits"].append(row)
+        elif row_type(row) == "membership" and row.get("released"):
+            subject = str(row.get("defense_label", "?"))
+            runs.setdefault(subject, {"audits": [], "membership": []})["membership"].append(row)
+    found = []
+    for subject, held in runs.items():
+        audits, memberships = held["audits"], held["membership"]
+        if not memberships and not any(_received(row)[0] == "last iterate" for row in audits):
             continue
         ordered = sorted(audits, key=lambda row: (_received(row)[0] != "transcript", str(row.get("label")),
                                                   row.get("seed") or 0))
         found.append({"subject": subject, "entries": [_entry(row) for row in ordered],
-                      "comparison": _comparison(audits)})
+                      "comparison": _comparison(audits), "agents": _agents(audits, memberships),
+                      "methods": [method_title(name) for name in _methods(memberships)]})
     return found or None
