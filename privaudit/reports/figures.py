@@ -420,6 +420,8 @@ Series = tuple[str, str, bool, int, int]
 RELEASED = ("^", "#8250df", False, 6, 5)
 """How a released-model bound is drawn (a filled purple triangle, above the transcript's)."""
 RELEASED_LABEL = "released model (last iterate): ε lower bound (rigorous)"
+_RELEASED_OFFSET = 0.12
+"""How far right of its pair's transcript bound a released-model bound sits (a 0 of both stays visible)."""
 
 
 def _released_eps(pair: dict[str, Any]) -> Any:
@@ -431,7 +433,8 @@ def _released_eps(pair: dict[str, Any]) -> Any:
 def _position_series(pairs: list[dict[str, Any]], bounds_only: bool = False
                      ) -> dict[Series, tuple[list[float], list[float]]]:
     """Every point of `position_distance`, grouped by how it is drawn: a pair's ε lower bound
-    (filled; a coalition's a square), its released model's where the row has one (`RELEASED`), its
+    (filled; a coalition's a square), its released model's where the row has one (`RELEASED`, 0.12
+    to the right), its
     estimate (hollow), the pairwise claim and the exact linear-Gaussian loss where finite (not with
     `bounds_only`); x is the distance, offset 0.06 per earlier pair at that distance, less where
     more than 8 share it. A bound or estimate that is not a number is left out (the table shows
@@ -454,7 +457,7 @@ def _position_series(pairs: list[dict[str, Any]], bounds_only: bool = False
         seen[distance] = seen.get(distance, 0) + 1
         shape = "o" if len(pair["attacker"]) == 1 else "s"
         add((shape, "#cf222e", False, 6, 4), x, pair["eps_lb"])
-        add(RELEASED, x, _released_eps(pair))
+        add(RELEASED, x + _RELEASED_OFFSET, _released_eps(pair))
         if bounds_only:
             continue
         if pair.get("eps_estimate") is not None:
