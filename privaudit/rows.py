@@ -17,8 +17,9 @@ them), except where a field says finite. Version history:
 
 * 1 — the rows as written since the schema was introduced; a row without `SCHEMA_KEY` (written
   before) is read as version 1, whose layout it has. Optional fields added since (`model_note`,
-  `config.data.content`, `device`, a membership row's `released` and `by_victim`) keep the version:
-  a reader of 1 passes them through and reads every row it read before.
+  `config.data.content`, `device`, a membership row's `released` and `by_victim`, a position
+  pair's `released`) keep the version: a reader of 1 passes them through and reads every row it
+  read before.
 """
 
 from __future__ import annotations
@@ -381,6 +382,29 @@ class FormulaFinding(_Record):
     text: Text
 
 
+class ReleasedTest(_Record):
+    """The counted test of a released-model bound: its rates and their upper bounds on `samples`
+    fresh runs per side."""
+    fpr: Number
+    fnr: Number
+    fpr_upper: Number
+    fnr_upper: Number
+    samples: Whole
+
+
+class ReleasedPair(_Record):
+    """A position pair's released-model bound (`privaudit.attacks.audit.position.released_bound`,
+    rows since issue 38): what agent `agent` forces from its own final model alone, with the
+    transcript's δ and confidence; `ratio` its ε_LB over the transcript's (None where that is 0);
+    `test` None where the victim does not reach the agent (ε = 0 exactly, unscored)."""
+    agent: Whole
+    eps_lb: Number
+    ratio: Number | None = None
+    separation: Number | None = None
+    test: ReleasedTest | None = None
+    unreached: Text | None = None
+
+
 class PositionPair(_Record):
     """One attacker of a position audit (`privaudit.attacks.audit.position`): its agents, its graph distance
     from the victim, its bound and estimate, the pairwise figures and the pair's verdict."""
@@ -395,6 +419,7 @@ class PositionPair(_Record):
     pairwise: PairFigures | None = None
     verdict: Verdict | None = None
     formula_finding: FormulaFinding | None = None
+    released: ReleasedPair | None = None
 
 
 class PositionGraph(_Record):

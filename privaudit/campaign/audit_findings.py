@@ -503,7 +503,7 @@ def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
 
 _PAIR_FIELDS = ("victim", "attacker", "threat", "distance", "heard", "unreached", "eps_lb", "eps_estimate", "estimate_method",
                 "separation", "eps_pair_claimed", "eps_pair_linear", "pairwise", "verdict", "test",
-                "formula_finding")
+                "formula_finding", "released")
 """What the report reads of each pair of a position audit (`privaudit.attacks.audit.position.position_audit`)."""
 
 
@@ -520,7 +520,7 @@ def position_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
     try:
         for game, attackers in games:
             pairs += position_audit(game, attackers, runs=table.runs, confidence=table.confidence, delta=table.delta,
-                                    seed=training.seed, progress=counter)
+                                    seed=training.seed, progress=counter, released=table.released)
     finally:
         if counter is not None:
             counter.close()

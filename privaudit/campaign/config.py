@@ -679,7 +679,7 @@ _CANARY_ONLY = ("method", "runs", "canaries", "guesses", "canary", "channels", "
                 "canary_scale", "statistic", "canary_norm")
 _CANARY_FIELDS = _RUN_FIELDS + _CANARY_ONLY
 _RECONSTRUCTION_FIELDS = ("attack", "scenario", "round", "threshold_db", "trials", "pool")
-_POSITION_ONLY = ("attackers", "victims")
+_POSITION_ONLY = ("attackers", "victims", "released")
 _UNUSED = {"mechanism": _CANARY_FIELDS + _RECONSTRUCTION_FIELDS + _POSITION_ONLY,
            "canary": _MECHANISM_FIELDS + _RECONSTRUCTION_FIELDS + _POSITION_ONLY,
            "reconstruction": _MECHANISM_FIELDS + _CANARY_ONLY + _POSITION_ONLY,
@@ -737,7 +737,9 @@ class AuditConfig(_HearsLinks):
     of agents: a coalition pooling it; default every other agent alone) scored from the states it
     receives, all from the same runs; per pair ε_LB beside the graph distance and the pairwise
     network accountant's figures (`privaudit/network_accounting.py`). Defenses whose states follow a
-    public linear recurrence only.
+    public linear recurrence only. `released = true` also scores, from the same runs, each
+    single-agent attacker's own final model (the last iterate, nothing of the transcript: the
+    `released_model` threat) and sets its ε_LB beside the transcript's.
     `delta` is the δ of ε_LB (default: the claim's δ — 0 for a pure-ε claim — else 1e-5; a
     reconstruction audit of an add/remove claim takes the δ that claim implies for replacing one
     record).
@@ -795,10 +797,14 @@ class AuditConfig(_HearsLinks):
     attackers: list[Annotated[int, Field(ge=0)] | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]] \
         | None = Field(None, min_length=1, description="position: the attacking agents, each an agent (a curious "
                        "agent) or a list of agents (a coalition); default every other agent alone")
+    released: bool = Field(False, description="position: also score each single-agent attacker's own final model "
+                           "(the last iterate, nothing of the transcript: the released_model threat) from the same "
+                           "runs, its ε_LB beside the transcript's (no coalition: it holds several models)")
 
     LATER: ClassVar[dict[str, Any]] = {"directed_links": None, "statistic": "auto", "canary_norm": None,
                                        "attack": "idlg", "scenario": None, "round": 0, "threshold_db": 30.0,
-                                       "trials": 20, "pool": 1000, "attackers": None, "victims": None}
+                                       "trials": 20, "pool": 1000, "attackers": None, "victims": None,
+                                       "released": False}
 
     def misplaced(self) -> tuple[str, str] | None:
         """(field, why) when a field is set that the audit's kind does not use."""
@@ -827,6 +833,10 @@ class AuditConfig(_HearsLinks):
                 return name, f"not a field of a {self.kind} audit"
         if self.kind == "position" and self.victims is not None and "victim" in self.model_fields_set:
             return "victims", "give victim or victims, not both"
+        if self.kind == "position" and self.released and self.attackers is not None \
+                and all(isinstance(attacker, list) and len(set(attacker)) > 1 for attacker in self.attackers):
+            return "released", ("every attacker is a coalition, and the released model is one agent's final model: "
+                                "name single agents among the attackers")
         return None
 
     def _misplaced_release(self) -> tuple[str, str] | None:

@@ -417,12 +417,28 @@ Series = tuple[str, str, bool, int, int]
 """How a kind of point is drawn: marker, colour, hollow, size, z-order."""
 
 
-def _position_series(pairs: list[dict[str, Any]]) -> dict[Series, tuple[list[float], list[float]]]:
+RELEASED = ("^", "#8250df", False, 6, 5)
+"""How a released-model bound is drawn (a filled purple triangle, above the transcript's)."""
+RELEASED_LABEL = "released model (last iterate): ε lower bound (rigorous)"
+_RELEASED_OFFSET = 0.12
+"""How far right of its pair's transcript bound a released-model bound sits (a 0 of both stays visible)."""
+
+
+def _released_eps(pair: dict[str, Any]) -> Any:
+    """A pair's released-model ε lower bound (`released`, rows since issue 38), or None."""
+    released = pair.get("released")
+    return released.get("eps_lb") if isinstance(released, dict) else None
+
+
+def _position_series(pairs: list[dict[str, Any]], bounds_only: bool = False
+                     ) -> dict[Series, tuple[list[float], list[float]]]:
     """Every point of `position_distance`, grouped by how it is drawn: a pair's ε lower bound
-    (filled; a coalition's a square), its estimate (hollow), the pairwise claim and the exact
-    linear-Gaussian loss where finite; x is the distance, offset 0.06 per earlier pair at that
-    distance, less where more than 8 share it. A bound or estimate that is not a number is left
-    out (the table shows it)."""
+    (filled; a coalition's a square), its released model's where the row has one (`RELEASED`, 0.12
+    to the right), its
+    estimate (hollow), the pairwise claim and the exact linear-Gaussian loss where finite (not with
+    `bounds_only`); x is the distance, offset 0.06 per earlier pair at that distance, less where
+    more than 8 share it. A bound or estimate that is not a number is left out (the table shows
+    it)."""
     counts: dict[int, int] = {}
     for pair in pairs:
         counts[pair["distance"]] = counts.get(pair["distance"], 0) + 1
@@ -441,6 +457,9 @@ def _position_series(pairs: list[dict[str, Any]]) -> dict[Series, tuple[list[flo
         seen[distance] = seen.get(distance, 0) + 1
         shape = "o" if len(pair["attacker"]) == 1 else "s"
         add((shape, "#cf222e", False, 6, 4), x, pair["eps_lb"])
+        add(RELEASED, x + _RELEASED_OFFSET, _released_eps(pair))
+        if bounds_only:
+            continue
         if pair.get("eps_estimate") is not None:
             add((shape, "#cf222e", True, 8, 3), x, pair["eps_estimate"])
         for key, marker, colour in (("eps_pair_claimed", "D", "#1d232a"), ("eps_pair_linear", "s", "#0969da")):
@@ -461,19 +480,22 @@ def _log_extent(values: list[float]) -> tuple[float, float]:
     return floor, max(drawable) * 2
 
 
-def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed: float | None, title: str) -> str:
+def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed: float | None, title: str,
+                      bounds_only: bool = False) -> str:
     """A position audit's pairs against the graph distance between attacker and victim: each
-    attacker's ε lower bound (filled; a coalition's as a square) and its ε estimate (hollow, not a
-    bound), the pairwise network accountant's figures where it gives them (the pair's claim, e.g.
-    Muffliato's, and the exact loss of its linear-Gaussian view), and the defense's own claimed and
-    sound ε, which hold for every attacker, as horizontal lines. A log ε axis, so that bounds of
+    attacker's ε lower bound from what it receives (filled; a coalition's as a square), its own
+    released model's where the row has one (a purple triangle: the last iterate, nothing of the
+    transcript) and its ε estimate (hollow, not a bound), the pairwise network accountant's figures
+    where it gives them (the pair's claim, e.g. Muffliato's, and the exact loss of its
+    linear-Gaussian view), and the defense's own claimed and sound ε, which hold for every
+    attacker, as horizontal lines; `bounds_only`: the two bounds and the lines alone. A log ε axis, so that bounds of
     0.5–5 are not flattened under claims of 80 (issue 38); a 0 (a bound that found nothing, an
     unreached attacker) is drawn on the floor, a decade below the smallest positive value, marked
     "0" and set apart by a dotted line (`_log_extent`); a value past the axis's range at its top edge.
     Pairs at one distance sit side by side, within half a hop however many they are; each kind of
     point is one series (`_position_series`), so the work is a few artists whatever the pairs."""
     figure, axis = plt.subplots(figsize=(6.4, 3.6))
-    series = _position_series(pairs)
+    series = _position_series(pairs, bounds_only)
     lines = [(value, colour, style, label) for value, colour, style, label in
              ((claimed, "#1d232a", "-.", "claimed ε of the defense"), (sound, "#0969da", "--", "sound ε of the defense"))
              if isinstance(value, float) and math.isfinite(value) and value > 0]
@@ -484,13 +506,19 @@ def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed:
                   linestyle="none", markersize=size, zorder=order, clip_on=False)
     for value, colour, style, label in lines:
         axis.axhline(min(value, top), color=colour, linestyle=style, linewidth=1, label=f"{label}: {_tick(value)}")
-    handles = [plt.Line2D([], [], marker="o", color="#cf222e", linestyle="none", label="ε lower bound (rigorous)"),
-               plt.Line2D([], [], marker="o", color="#cf222e", markerfacecolor="none", linestyle="none",
-                          label="ε estimate (not a bound)"),
-               plt.Line2D([], [], marker="D", color="#1d232a", markerfacecolor="none", linestyle="none",
-                          label="pairwise claim (network accountant)"),
-               plt.Line2D([], [], marker="s", color="#0969da", markerfacecolor="none", linestyle="none",
-                          label="exact loss of the pair's linear-Gaussian view")]
+    released = RELEASED in series
+    handles = [plt.Line2D([], [], marker="o", color="#cf222e", linestyle="none",
+                          label=("transcript (what it receives): " if released else "") + "ε lower bound (rigorous)")]
+    if released:
+        handles.append(plt.Line2D([], [], marker=RELEASED[0], color=RELEASED[1], linestyle="none",
+                                  label=RELEASED_LABEL))
+    if not bounds_only:
+        handles += [plt.Line2D([], [], marker="o", color="#cf222e", markerfacecolor="none", linestyle="none",
+                               label="ε estimate (not a bound)"),
+                    plt.Line2D([], [], marker="D", color="#1d232a", markerfacecolor="none", linestyle="none",
+                               label="pairwise claim (network accountant)"),
+                    plt.Line2D([], [], marker="s", color="#0969da", markerfacecolor="none", linestyle="none",
+                               label="exact loss of the pair's linear-Gaussian view")]
     if any(len(pair["attacker"]) > 1 for pair in pairs):
         handles.append(plt.Line2D([], [], marker="s", color="#cf222e", linestyle="none", label="a coalition's bound"))
     handles += [line for line in axis.get_lines() if not line.get_label().startswith("_")]

@@ -6,6 +6,11 @@ each agent coloured by what it learns; and a table of the pairs with each pair's
 Muffliato's averaging, what the pair finds about its formula as computed (below the exact loss of
 the view it bounds, and below the ε lower bound, or not), never a verdict on its theorem.
 
+Where the audit also scored each single-agent attacker's own final model (`released = true`, issue
+38), the figure draws that released model's ε lower bound beside the transcript's, and a table per
+run sets them side by side with their ratio over the distance (`released_by_distance`, which a
+"Released model" section calls too): does hiding the transcript help, and by how much.
+
 The verdict of the run itself (the strongest pair against the defense's claim) is in the verdicts
 at the top, by the same rule as every audit; a pair's verdict tests the pairwise claim where the
 network accountant states one. Nothing is recomputed.
@@ -23,7 +28,7 @@ from typing import Any
 
 from privaudit.limits import LIMITS, limit
 from privaudit.reports.audits import audit_failed, number
-from privaudit.reports.figures import position_distance, position_graph
+from privaudit.reports.figures import RELEASED_LABEL, position_distance, position_graph
 from privaudit.reports.inversion import row_type
 
 _LISTED = 8
@@ -173,7 +178,9 @@ def _shown(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [pairs[index] for index in sorted(chosen)]
 
 
-def _entry(row: dict[str, Any]) -> dict[str, Any]:
+def _shown_of(row: dict[str, Any]) -> tuple[list[int], list[dict[str, Any]], str, str | None]:
+    """What a position row's figure and tables show: its victims, the pairs shown (`_shown`, each with
+    its victim, by victim, distance and attacker), the title, and a note on the pairs left out."""
     detail = row.get("detail") if isinstance(row.get("detail"), dict) else {}
     victims = _victims(detail)
     shown = [{**pair, "victim": _victim(pair, victims)} for pair in _shown(row["pairs"])]
@@ -185,6 +192,47 @@ def _entry(row: dict[str, Any]) -> dict[str, Any]:
              f"{topology if isinstance(topology, str) and len(topology) <= _NAME else '?'} of "
              f"{agents if isinstance(agents, int) else '?'}, {about}, seed {row.get('seed', '?')}")
     left = len(row["pairs"]) - len(shown)
+    note = (f"{len(shown):,} of its {len(row['pairs']):,} pairs are shown, in the figure and the table: "
+            "the strongest at each distance, then the strongest of the rest; the others, "
+            f"{left:,}, are in the results' rows ({LIMITS['shown_pairs'].variable} shows more).") if left else None
+    return victims, shown, title, note
+
+
+def _released_pair(pair: dict[str, Any]) -> dict[str, Any]:
+    """A pair's transcript and released-model bounds side by side, with the ratio released/transcript
+    ("—" where the transcript's bound is 0: no ratio)."""
+    released = pair["released"]
+    return {"victim": pair["victim"], "attacker": _who(pair), "distance": pair["distance"],
+            "transcript": number(pair["eps_lb"]), "released": number(released["eps_lb"]),
+            "ratio": number(released.get("ratio")), "note": released.get("unreached") or ""}
+
+
+def _released_table(shown: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [_released_pair(pair) for pair in shown if isinstance(pair.get("released"), dict)]
+
+
+def released_by_distance(row: dict[str, Any]) -> dict[str, Any] | None:
+    """For a position row whose pairs carry a released-model bound (`released = true`), its figure
+    and table: ε lower bound over the graph distance from what each attacker receives and from its
+    own final model alone, side by side (a log ε axis, 0 on its floor), and per pair (by victim,
+    distance, attacker) the two bounds and their ratio. None for any other row. {"title",
+    "several" (several victims), "runs", "confidence", "delta", "figure", "pairs" (victim,
+    attacker, distance, transcript, released, ratio, note), "pairs_note"}."""
+    if row_type(row) != "audit" or row.get("kind") != "position" or audit_failed(row) or not row.get("pairs"):
+        return None
+    victims, shown, title, note = _shown_of(row)
+    table = _released_table(shown)
+    if not table:
+        return None
+    return {"title": title, "several": len(victims) > 1, "runs": row.get("samples"),
+            "confidence": row.get("confidence"), "delta": row.get("delta"),
+            "figure": position_distance(shown, row.get("eps_sound"), row.get("eps_claimed"),
+                                        f"{title}: transcript vs {RELEASED_LABEL.split(':')[0]}", bounds_only=True),
+            "pairs": table, "pairs_note": note}
+
+
+def _entry(row: dict[str, Any]) -> dict[str, Any]:
+    victims, shown, title, note = _shown_of(row)
     graph = _graph(row, row["pairs"], victims)
     return {
         "title": title, "several": len(victims) > 1,
@@ -192,11 +240,9 @@ def _entry(row: dict[str, Any]) -> dict[str, Any]:
         "figure": position_distance(shown, row.get("eps_sound"), row.get("eps_claimed"), title),
         "graph": graph["figure"], "graph_note": graph["note"],
         "pairs": [_pair(pair, row.get("eps_sound")) for pair in shown],
-        "pairs_note": (f"{len(shown):,} of its {len(row['pairs']):,} pairs are shown, in the figure and the table: "
-                       "the strongest at each distance, then the strongest of the rest; the others, "
-                       f"{left:,}, are in the results' rows ({LIMITS['shown_pairs'].variable} shows more).")
-        if left else None,
+        "pairs_note": note,
         "methods": _methods(shown),
+        "released": _released_table(shown),
     }
 
 

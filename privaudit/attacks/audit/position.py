@@ -50,6 +50,28 @@ transcript its own threat model's tap lets through (`received`: a curious neighb
 coalition's `hears`, its neighbours' broadcasts and its own), so no score touches a message its
 attacker does not receive. The pairs of one audit share their runs: each pair's bound holds at
 its confidence, not all pairs' at once.
+
+The released model (`released`, issue 38): from the same simulations, each single-agent attacker v
+is also scored as if it had heard nothing of the training and been handed only its own final model
+x_v^T (the last iterate, T = rounds; `privaudit.threats.Release`, the `released_model` threat):
+score = −⟨x_v^T, u⟩, read from the final states alone, never from a message. Why the plain
+projection: one run gives one final vector, and in the linear-Gaussian model above it is
+x_v^T = const − Σ_s s_s (A_{T−1}⋯A_{s+1})_{v,:} n^s, whose component along u carries the canary's
+whole shift, −c m with c = Σ_s s_s (A_{T−1}⋯A_{s+1})_{v,u}, while the isotropic noise leaves every
+component orthogonal to u independent of it: the projection is a sufficient statistic, a Gaussian
+whose mean the canary moves, and the likelihood ratio is monotone in it. The generalised
+least-squares weight of that single observation, b its row over all updates (bᵀ1_u = −c), is
+−c/‖b‖² (`released_weight`), a scale no threshold test sees, so only its sign is kept: −1 wherever
+the mixing weights are non-negative (c > 0), hence the minus; no other weighting of one vector
+does better in the model. Its separation c/‖b‖ stands beside the transcript's ‖P 1_u‖. The threshold is
+chosen on the same held-out runs as the transcript's and counted on the rest, with a normal fit of
+the scores with the canary where they pass a normality test (`held_out_bound(..., fit_in=True)`: a
+final model sums every round's noise, as the canary audits' released models do). x_v^T holds the
+victim's influence iff x_v^{d+1} does, d the distance: the reach is the transcript's (`reaches`),
+and an unreached agent's released bound is 0 exactly, unscored. A coalition holds several final
+models, which the `released_model` threat (one agent's model) does not cover: its pair has none.
+The ratio released/transcript says, per pair, how much hiding the transcript costs the attacker;
+both bounds hold at the audit's confidence each (they share the runs), neither bounds the other.
 """
 
 from __future__ import annotations
@@ -83,7 +105,7 @@ from privaudit.network_accounting import (FORMULA_BELOW, PairLoss, averaging_los
                                           muffliato_gd_claim, sgd_central, sgd_loss)
 from privaudit.progress import Progress
 from privaudit.sim import public_knowledge, simulate
-from privaudit.threats import build_tap
+from privaudit.threats import Release, build_release, build_tap
 from privaudit.topology import Topology
 from privaudit.wire import Kind, PublicKnowledge, Tap, Transcript
 from privaudit.worlds import Replicated
@@ -216,6 +238,26 @@ def sgd_weights(public: PublicKnowledge, victim: int, read: tuple[int, ...],
     return weights, float(np.linalg.norm(view.T @ solution))
 
 
+def released_weight(public: PublicKnowledge, victim: int, agent: int, rounds: int) -> tuple[float, float]:
+    """The released model's statistic in the linear-Gaussian model (module docstring): agent's final
+    state x^rounds is the row b = ∂x_agent^rounds/∂n over every update n^s (s < rounds, the last one
+    included: no message carries it, the final model does), built by the registered recurrence as
+    `sgd_weights` builds the heard states'. Returns (sign, separation): the sign of the generalised
+    least-squares weight bᵀ1_u/‖b‖² of one observation (−1 where the victim's updates push the
+    projection down, as non-negative mixing weights do; −1 also where they do not reach it), and the
+    model's separation |bᵀ1_u|/‖b‖ (0 exactly for an agent the victim does not reach)."""
+    dynamics, transcript = views.dynamics(public.defense), _empty(public)
+    steps = [dynamics.step(transcript, t) for t in range(rounds)]
+    row = np.zeros((rounds, public.agents))  # row[s] = ∂x_agent^rounds/∂n^s = −s_s (A_{rounds−1}⋯A_{s+1})_{agent,:}
+    reach = np.eye(public.agents)[agent]  # (A_{rounds−1}⋯A_{s+1})_{agent,:}, from s = rounds − 1 down
+    for s in range(rounds - 1, -1, -1):
+        mixing, _, step = steps[s]
+        row[s] = -float(step) * reach
+        reach = reach @ np.asarray(mixing, dtype=np.float64)
+    shift, norm = float(row[:, victim].sum()), float(np.linalg.norm(row))
+    return (1.0 if shift > 0 else -1.0), (abs(shift) / norm if norm > 0 else 0.0)
+
+
 def reaches(distance: int, rounds: int) -> bool:
     """Whether anything the victim computes reaches an attacker `distance` hops away within a run of
     `rounds` rounds. A message moves one hop a round: the victim's first update enters x_u^1, its
@@ -278,6 +320,44 @@ def positions(game: Game, attackers: Sequence[int | Iterable[int]] | None = None
     return found
 
 
+@dataclass(frozen=True)
+class ReleasedModel:
+    """The released-model attacker of one single-agent position: `release`, the `released_model`
+    threat receiving agent v's final model and nothing of the transcript
+    (`privaudit.threats.Release`); `sign` and `separation` from `released_weight`."""
+
+    release: Release
+    sign: float
+    separation: float
+
+    @property
+    def agent(self) -> int:
+        return self.release.agents[0]
+
+    def scores(self, states: Tensor, network: int, direction: Tensor) -> Tensor:
+        """Each world's score [copies]: the sign times the released model's projection on the
+        canary's direction, from the final states [copies × `network`, P] alone."""
+        return self.sign * (self.release.model(states, network).double() @ direction)
+
+
+def released_models(game: Game, found: list[Position]) -> list[ReleasedModel | None]:
+    """Each position's released-model attacker: its own final model for a single agent the victim
+    reaches; None for a coalition (`released_model` is one agent's model) or an unreached agent
+    (ε = 0 exactly, not scored)."""
+    _, public = _recurrence(game)
+    network = game.setup.topology
+    models: list[ReleasedModel | None] = []
+    for position in found:
+        if len(position.agents) != 1 or not position.reached:
+            models.append(None)
+            continue
+        agent = position.agents[0]
+        sign, separation = released_weight(public, game.victim, agent, game.rounds)
+        models.append(ReleasedModel(build_release("released_model", game.victim, network, observer=agent), sign,
+                                    separation))
+    return models
+
+
 class PositionListener:
     """The attackers of one simulation of `copies` worlds: after each round, each attacker reads
     its own part of what `tap` recorded (`received`), adds the round's terms of its score per world,
@@ -308,9 +388,10 @@ def round_score(view: Transcript, position: Position, t: int, kind: Kind, direct
 
 
 def play_positions(game: Game, found: list[Position], present: Tensor, seed: int, copies: int,
-                   device: torch.device = CPU) -> np.ndarray:
+                   device: torch.device = CPU, finals: Sequence[ReleasedModel] = ()) -> np.ndarray:
     """One simulation of `copies` worlds (canary where `present`) and every attacker's score in each
-    world: [attackers, copies]."""
+    world, then each of `finals`' score of its released model once the run ends (read from the
+    final states, no message): [attackers + finals, copies]."""
     kind = views.dynamics(game.kind).kind
     setup = world(game, present, seed, copies).to(device)
     network = game.setup.topology
@@ -321,14 +402,16 @@ def play_positions(game: Game, found: list[Position], present: Tensor, seed: int
         tap = Replicated(union, network, copies)
         listener = PositionListener(game, found, tap, kind, direction, copies)
         simulate(defense, game.rounds, taps=[tap], after_round=listener.after_round, evaluation=False)
-    return listener.totals.cpu().numpy()
+        states = defense.states.detach()
+        released = [final.scores(states, network.n, direction) for final in finals]
+    return torch.cat([listener.totals, *(scores[None] for scores in released)]).cpu().numpy()
 
 
 def position_scores(game: Game, attackers: list[Position], runs: int, include: bool, seed: int, side: int,
                     worlds: int | None = None, workers: int = 1, device: torch.device | None = None,
-                    progress: Progress | None = None) -> np.ndarray:
+                    progress: Progress | None = None, finals: Sequence[ReleasedModel] = ()) -> np.ndarray:
     """`runs` independent runs of one world (canary present when `include`), every attacker's score
-    in each: [attackers, runs]. Seeded as `privaudit.attacks.audit.canary_audit.scores` (simulation c by
+    in each, then each of `finals`' (`play_positions`): [attackers + finals, runs]. Seeded as `privaudit.attacks.audit.canary_audit.scores` (simulation c by
     (seed, side, c)), `worlds` runs per simulation, spread over `workers` processes on the CPU;
     where a simulation runs does not change its numbers."""
     plan = simulations(game, runs, include, seed, side, worlds, workers, device)
@@ -338,20 +421,21 @@ def position_scores(game: Game, attackers: list[Position], runs: int, include: b
         with plan.pool(len(plan.seeds)) as pool:
             for size, scored in zip(plan.sizes, pool.map(play_positions, itertools.repeat(game),
                                                          itertools.repeat(attackers), itertools.repeat(plan.present),
-                                                         plan.seeds, plan.sizes)):
+                                                         plan.seeds, plan.sizes, itertools.repeat(CPU),
+                                                         itertools.repeat(finals))):
                 totals.append(scored)
                 tick(size)
     else:
         for chunk_seed, size in zip(plan.seeds, plan.sizes):
-            totals.append(play_positions(game, attackers, plan.present, chunk_seed, size, plan.device))
+            totals.append(play_positions(game, attackers, plan.present, chunk_seed, size, plan.device, finals))
             tick(size)
     return np.concatenate(totals, axis=1)
 
 
 def position_audit(game: Game, attackers: Sequence[int | Iterable[int]] | None = None, *, runs: int = 200,
                    confidence: float = 0.95, delta: float | None = None, seed: int = 0, null: bool = False,
-                   worlds: int | None = None, workers: int = 1,
-                   progress: Progress | None = None) -> list[dict[str, Any]]:
+                   worlds: int | None = None, workers: int = 1, progress: Progress | None = None,
+                   released: bool = False) -> list[dict[str, Any]]:
     """The canary audit of `game`'s victim by each attacker of `attackers` (an agent: a curious
     agent wherever it sits; a collection of agents: a coalition pooling what its members receive;
     None: every other agent alone), all read from the same `runs` runs per side (module
@@ -359,7 +443,9 @@ def position_audit(game: Game, attackers: Sequence[int | Iterable[int]] | None =
     its threat model is not used) of a defense with an exact linear recurrence (dpsgd, dp_dpsgd,
     muffliato).
     `null` leaves the canary out on both sides (a calibration: ε_LB 0 but for a 1 − confidence
-    chance). `worlds`, `workers` and `progress` (2 × `runs` runs) as `audit_game`'s.
+    chance). `worlds`, `workers` and `progress` (2 × `runs` runs) as `audit_game`'s. `released`:
+    each single-agent attacker's own final model is scored too, from the same runs (module
+    docstring; `released` below).
 
     Returns one JSON-ready record per attacker, in the order given:
 
@@ -388,7 +474,13 @@ def position_audit(game: Game, attackers: Sequence[int | Iterable[int]] | None =
       for Muffliato's averaging (`is_averaging`), what the pair says of its formula as computed
       (`formula_finding`: below the exact loss of its view, and below ε_LB or not), else None;
     * `scores` (per side: mean, std, min, max), `wall_s` (the simulations of the whole audit,
-      shared by its pairs), `device`, `worlds_per_simulation`.
+      shared by its pairs), `device`, `worlds_per_simulation`;
+    * `released`: None unless `released` (and for a coalition, which holds no one released
+      model); else the `released_model` threat's bound from agent v's final model alone
+      (`released_bound`): `agent`, `threat`, `eps_lb` (held-out, normal fit of both sides where
+      the scores with the canary pass the normality test; the transcript's δ and confidence),
+      `test`, `ratio` (its ε_LB over the transcript's; None where the transcript's is 0),
+      `separation` (the model's, `released_weight`), `statistic_method`, `unreached`, `scores`.
     """
     if runs < _MIN_RUNS:
         raise ConfigError(f"runs must be >= {_MIN_RUNS} per world (a quarter chooses the test), got {runs}")
@@ -402,12 +494,15 @@ def position_audit(game: Game, attackers: Sequence[int | Iterable[int]] | None =
                           f"{len(game.canaries)} {game.canaries.kind} canar{'y' if len(game.canaries) == 1 else 'ies'}")
     found = positions(game, attackers)
     scored = [position for position in found if position.reached]
+    finals = released_models(game, found) if released else [None] * len(found)
+    scored_finals = [final for final in finals if final is not None]
     device = devices.work_device()
     start = time.perf_counter()
     out = into = np.zeros((0, runs))
     if scored:
-        out = position_scores(game, scored, runs, False, seed, 0, worlds, workers, device, progress)
-        into = position_scores(game, scored, runs, not null, seed, 1, worlds, workers, device, progress)
+        out = position_scores(game, scored, runs, False, seed, 0, worlds, workers, device, progress, scored_finals)
+        into = position_scores(game, scored, runs, not null, seed, 1, worlds, workers, device, progress,
+                               scored_finals)
     wall = time.perf_counter() - start
     if not (np.isfinite(out).all() and np.isfinite(into).all()):
         raise ValueError("the attackers' scores are not finite (diverged training?)")
@@ -418,8 +513,14 @@ def position_audit(game: Game, attackers: Sequence[int | Iterable[int]] | None =
               "protocol": "held-out", "statistic": STATISTIC, "statistic_method": STATISTIC_METHOD, "delta": delta,
               "confidence": confidence, "eps_claimed": game.claim.eps_claimed, "eps_sound": game.claim.eps_sound,
               "wall_s": wall, "device": devices.name(device), "worlds_per_simulation": worlds or worlds_per_run(game, device)}
-    samples = iter(zip(out, into))
-    return [_record(game, position, next(samples) if position.reached else None, shared) for position in found]
+    samples = iter(zip(out[:len(scored)], into[:len(scored)]))
+    final_samples = iter(zip(out[len(scored):], into[len(scored):]))
+    records = [_record(game, position, next(samples) if position.reached else None, shared) for position in found]
+    if released:
+        for record, position, final in zip(records, found, finals):
+            record["released"] = released_bound(record, position, final,
+                                                None if final is None else next(final_samples))
+    return records
 
 
 def _record(game: Game, position: Position, samples: tuple[np.ndarray, np.ndarray] | None,
@@ -443,6 +544,7 @@ def _record(game: Game, position: Position, samples: tuple[np.ndarray, np.ndarra
         "eps_pair_claimed": None if figures["claimed"] is None else figures["claimed"]["epsilon"],
         "eps_pair_linear": None if figures["linear"] is None else figures["linear"]["epsilon"],
         "formula_finding": None,
+        "released": None,
     }
     if samples is None:
         record |= {"eps_lb": 0.0, "test": None, "eps_estimate": 0.0 if 0 < delta < 1 else None,
@@ -461,13 +563,46 @@ def _record(game: Game, position: Position, samples: tuple[np.ndarray, np.ndarra
             "estimate_method": headline["method"] if headline is not None else None if varied else
             "none: the scores do not vary (a run without randomness)",
             "estimates": estimates,
-            "scores": {side: {"mean": float(values.mean()), "std": float(values.std()), "min": float(values.min()),
-                              "max": float(values.max())} for side, values in (("without", out), ("with", into))},
+            "scores": {side: _summary(values) for side, values in (("without", out), ("with", into))},
         }
     record["verdict"] = pair_verdict(record, game) if judged(game, figures) else None
     if is_averaging(game):
         record["formula_finding"] = formula_finding(record)
     return record
+
+
+RELEASED_METHOD = ("minus the projection of the agent's own final model (the last iterate) on the canary's "
+                   "direction, nothing of the transcript; threshold chosen on held-out runs, a normal law fitted to "
+                   "both sides where the scores with the canary pass a normality test")
+
+
+def _summary(values: np.ndarray) -> dict[str, float]:
+    return {"mean": float(values.mean()), "std": float(values.std()), "min": float(values.min()),
+            "max": float(values.max())}
+
+
+def released_bound(record: dict[str, Any], position: Position, final: ReleasedModel | None,
+                   samples: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any] | None:
+    """The pair's released-model bound (`position_audit`'s `released`) beside its transcript record
+    `record`: from `samples` (the final model's scores without and with the canary), or 0 exactly,
+    unscored, for an agent the victim does not reach; None for a coalition."""
+    if len(position.agents) != 1:
+        return None
+    delta, confidence, transcript = record["delta"], record["confidence"], record["eps_lb"]
+    found: dict[str, Any] = {"agent": position.agents[0], "threat": "released_model",
+                             "statistic_method": RELEASED_METHOD, "unreached": record["unreached"]}
+    if final is None or samples is None:
+        return found | {"eps_lb": 0.0, "test": None, "ratio": None, "separation": 0.0, "scores": None}
+    out, into = samples
+    bound = held_out_bound(out, into, "eps", delta, confidence, fit_in=True)
+    return found | {
+        "eps_lb": bound["value"],
+        "test": {key: bound[key] for key in ("orientation", "threshold", "fpr", "fnr", "fpr_upper", "fnr_upper",
+                                             "samples")},
+        "ratio": bound["value"] / transcript if transcript > 0 else None,
+        "separation": final.separation,
+        "scores": {side: _summary(values) for side, values in (("without", out), ("with", into))},
+    }
 
 
 def _figure(loss: PairLoss, *assumptions: str) -> dict[str, Any]:
