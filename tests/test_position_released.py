@@ -168,6 +168,8 @@ def test_rows_carry_the_released_bounds_and_the_report_sets_them_beside_the_tran
     assert RELEASED in _position_series(row["pairs"])
     assert released_by_distance({**row, "pairs": [{**pair, "released": None} for pair in row["pairs"]]}) is None
 
-    section = without_notation(render_report(tmp_path).read_text()).split('<section id="position">')[1]
-    assert "The released model (last iterate) beside the transcript" in section
-    assert "<th>ratio released / transcript</th>" in section
+    page = without_notation(render_report(tmp_path).read_text())
+    position = page.split('<section id="position">')[1].split("</section>")[0]
+    assert 'the table of both bounds is in\n<a href="#released">Released model</a>' in position
+    released = page.split('<section id="released">')[1]
+    assert "By position:" in released and "<th>ratio released / transcript</th>" in released

@@ -64,7 +64,7 @@ def finished(tmp_path_factory):
 
 def test_the_section_sets_the_last_iterate_beside_the_transcript(finished):
     out, rows = finished
-    [run] = released_section(rows)
+    [run] = released_section(rows)["runs"]
     scopes = [entry["scope"] for entry in run["entries"]]
     assert run["subject"] == "DP-D-PSGD" and scopes == ["transcript", "last iterate"]
     assert "released_model" in run["entries"][1]["received"] and "global_listener" in run["entries"][0]["received"]
@@ -77,7 +77,7 @@ def test_each_agent_shows_its_membership_beside_its_last_iterate_bounds(finished
     """Victim 0 is both the canary audits' victim and a membership victim: its line holds its own
     AUCs and the last-iterate bound; agent 1 has membership alone."""
     out, rows = finished
-    [run] = released_section(rows)
+    [run] = released_section(rows)["runs"]
     agents = {entry["agent"]: entry for entry in run["agents"]}
     assert set(agents) == {0, 1} and run["methods"] == ["LOSS", "LiRA", "RMIA"]
     membership = next(row for row in rows if row.get("type") == "membership")

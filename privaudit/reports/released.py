@@ -17,6 +17,9 @@ LOSS, LiRA and RMIA against each victim's final model, or the one it is handed) 
 last-iterate canary bounds whose victim is that agent: an attack's success rates and an audit's
 rigorous bound, side by side, never merged into one number.
 
+And each position audit run with `released = true`: its figure and table of the ε lower bound
+over graph distance, from what each agent receives and from its own final model alone.
+
 Nothing is recomputed.
 """
 
@@ -28,6 +31,7 @@ from typing import Any
 from privaudit.reports.audits import audit_failed, confidence_text, eps_bound_text, number, samples_text
 from privaudit.reports.inversion import row_type
 from privaudit.reports.membership import method_title
+from privaudit.reports.position import released_by_distance
 
 
 def _received(row: dict[str, Any]) -> tuple[str, str]:
@@ -130,10 +134,19 @@ def _agents(audits: list[dict[str, Any]], memberships: list[dict[str, Any]]) -> 
     return found
 
 
-def released_section(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Per run with a last-iterate canary audit or membership on released models: its canary audits
-    (transcript and last iterate) side by side with the comparison, and per agent its membership
-    beside its last-iterate bounds; None without either."""
+def released_section(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """{"positions": each position audit scored on the released models too, its figure and table
+    over distance (`privaudit.reports.position.released_by_distance`); "runs": per run with a
+    last-iterate canary audit or membership on released models, its canary audits (transcript and
+    last iterate) side by side with the comparison, and per agent its membership beside its
+    last-iterate bounds}; None without any of them."""
+    positions = [found for row in rows if (found := released_by_distance(row)) is not None]
+    runs = _runs(rows)
+    return {"positions": positions, "runs": runs} if positions or runs else None
+
+
+def _runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`released_section`'s "runs"."""
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for row in rows:
         if row_type(row) == "audit" and row.get("kind") == "canary":
@@ -151,4 +164,4 @@ def released_section(rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         found.append({"subject": subject, "entries": [_entry(row) for row in ordered],
                       "comparison": _comparison(audits), "agents": _agents(audits, memberships),
                       "methods": [method_title(name) for name in _methods(memberships)]})
-    return found or None
+    return found
