@@ -167,7 +167,8 @@ def simulate(defense: Algorithm, rounds: int, *, eval_every: int = 10, taps: Ite
     setup = defense.setup
     public = public_knowledge(defense)
     taps = list(taps)
-    wire = Wire(setup.topology, taps)
+    delivering = getattr(type(defense), "delivering", None)
+    wire = Wire(setup.topology, taps, delivers=bool(delivering is not None and delivering()))
     history = [evaluate(setup.model, setup.data, _checked_states(defense, "before round 0"), 0)] if evaluation else []
     start = time.perf_counter()
     for t in range(rounds):

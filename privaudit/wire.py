@@ -8,6 +8,12 @@ payload copied, so a 1000-round run keeps just the rounds, links and kinds that 
 
 An honest-but-curious neighbour also knows its own private values (its state, its noise draws):
 defenses report those with `Wire.disclose`, and only the tap observing that agent records them.
+
+A participant who lies is a `Malicious` tap: it hears as a coalition does, and the wire replaces
+the messages its liars broadcast with `Wire.broadcast_each` by what its strategy computes from that
+tap's record so far, receiver by receiver. The wire then delivers: `broadcast_each` returns the
+`Delivery` of the crafted messages, and a defense that mixes through `Defense.gossip` with it mixes
+what each agent received. With no liar nothing changes (it returns None, the same tensors as before).
 """
 
 from __future__ import annotations
@@ -16,11 +22,11 @@ import functools
 import pickle
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -250,6 +256,51 @@ class Coalition(Tap):
         return agent in self.agents and self.wants_round(round)
 
 
+class Strategy(Protocol):
+    """How a malicious participant chooses what it sends (`privaudit.attacks.active`): the payload
+    each receiver gets instead of `sender`'s message of `kind` at `round`, computed from `heard`'s
+    record alone (the receivers it leaves out get the honest message)."""
+
+    def craft(self, round: int, kind: Kind, sender: int, receivers: list[int], heard: Tap) -> Mapping[int, Tensor]: ...
+
+
+class Malicious(Coalition):
+    """Agents that follow the protocol except in what some of them (`liars`) send: the tap hears
+    what the coalition `agents` hears (one agent: what that agent hears), and every message of a
+    kind in `speaks` that a liar broadcasts is replaced, receiver by receiver, by what
+    `strategy.craft` computes from this tap's record so far (Pasquini, Raynal & Troncoso, S&P 2023).
+    It is rushing: within a round it hears the honest agents' messages before it sends its own, as
+    any participant of a synchronous round may wait to. Its own state updates honestly from what it
+    receives; only its messages lie."""
+
+    threat_model = "malicious"
+
+    def __init__(self, agents: Iterable[int], liars: Iterable[int], strategy: Strategy, rounds=None, kinds=None,
+                 speaks: Iterable[Kind | str] = (Kind.MODEL,)):
+        super().__init__(agents, rounds, kinds)
+        self.liars = frozenset(liars)
+        self.strategy = strategy
+        self.speaks = frozenset(Kind(k) for k in speaks)
+
+    def check(self, topology: Topology) -> None:
+        super().check(topology)
+        if not self.liars or not self.liars <= self.agents:
+            raise ValueError(f"the liars {sorted(self.liars)} must be some of the malicious agents {sorted(self.agents)}")
+
+    def lies(self, kind: Kind, sender: int) -> bool:
+        """Whether `sender`'s messages of `kind` are crafted rather than the protocol's."""
+        return sender in self.liars and kind in self.speaks
+
+    def craft(self, round: int, kind: Kind, sender: int, receivers: list[int]) -> dict[int, Tensor]:
+        """The strategy's payloads for `sender`'s neighbours `receivers`; ValueError for a receiver
+        that is not one of them (a message cannot go where no link goes)."""
+        crafted = dict(self.strategy.craft(round, kind, sender, list(receivers), self))
+        stray = sorted(set(crafted) - set(receivers))
+        if stray:
+            raise ValueError(f"liar {sender} crafted a message for agent {stray[0]}, which is not its neighbour")
+        return crafted
+
+
 class Witnesses(Tap):
     """Several agents' own private values (batch rows, gradients) at chosen rounds, kept to score a
     coalition attack afterwards; like `GroundTruth`, never handed to an attack."""
@@ -426,15 +477,37 @@ class Transcript:
         )
 
 
-class Wire:
-    """The network of one run: delivers nothing (defenses update their own state) but checks
-    every transmission against the topology, counts it, and lets the taps record it."""
+@dataclass(frozen=True)
+class Delivery:
+    """What the wire delivered in place of what was sent by `Wire.broadcast_each`: `crafted[a, i]`
+    is m_{a→i}, the payload liar a sent to agent i instead of its state x_a."""
 
-    def __init__(self, topology: Topology, taps: Iterable[Tap] = ()) -> None:
+    kind: Kind
+    crafted: dict[tuple[int, int], Tensor]
+
+    def mix(self, mixed: Tensor, sent: Tensor, topology: Topology) -> Tensor:
+        """W x corrected to what each agent received: (W x)_i + Σ_a w_ia (m_{a→i} − x_a), where
+        `mixed` is W x of the `sent` states x."""
+        received = mixed.clone()
+        weights = topology.mixing(mixed.dtype, mixed.device)
+        for (liar, receiver), payload in self.crafted.items():
+            received[receiver] += weights[receiver, liar] * (payload - sent[liar])
+        return received
+
+
+class Wire:
+    """The network of one run: checks every transmission against the topology, counts it, and lets
+    the taps record it. Defenses keep their own copies of the states they send; what the wire
+    delivers differs from them only where a `Malicious` tap lies, and `broadcast_each` then returns
+    the difference (`Delivery`). `delivers` says whether the run's defense mixes that delivery: a
+    liar on a wire whose defense does not is refused (its messages would reach nobody)."""
+
+    def __init__(self, topology: Topology, taps: Iterable[Tap] = (), *, delivers: bool = False) -> None:
         self.topology = topology
         self.taps = list(taps)
         for tap in self.taps:
             tap.check(topology)
+        self._liar = _one_liar(self.taps, topology, delivers)
         self.counts: Counter[Kind] = Counter()
         self._checked: list[tuple[int, int]] | None = None
         """The last link list `send_each` checked (a defense sends over the same list every round;
@@ -450,16 +523,46 @@ class Wire:
         """Transmit the same `payload` from `sender` to every neighbour (one draw, many links)."""
         self._offer(Kind(kind), round, sender, None, payload, copies=self.topology.degree(sender))
 
-    def broadcast_each(self, round: int, kind: Kind, payloads: Tensor) -> None:
+    def broadcast_each(self, round: int, kind: Kind, payloads: Tensor) -> Delivery | None:
         """Every agent i broadcasts `payloads[i]` to its neighbours: the same messages as n calls of
         `broadcast`, offered to each tap at once (an audit's thousands of worlds send hundreds of
-        thousands of messages a round; `Tap.hear_each`)."""
+        thousands of messages a round; `Tap.hear_each`). None when every message went out as sent;
+        the `Delivery` of the crafted ones when a liar replaced some (`Defense.gossip` mixes it)."""
         kind = Kind(kind)
         if len(payloads) != self.topology.n:
             raise ValueError(f"broadcast_each needs one payload per agent ({self.topology.n}), got {len(payloads)}")
         self.counts[kind] += self._degree_total
-        for tap in self.taps:
-            tap.hear_each(round, kind, payloads, self.topology)
+        if self._liar is None or kind not in self._liar.speaks:
+            for tap in self.taps:
+                tap.hear_each(round, kind, payloads, self.topology)
+            return None
+        return self._deliver_lies(round, kind, payloads)
+
+    def _deliver_lies(self, round: int, kind: Kind, payloads: Tensor) -> Delivery:
+        """`broadcast_each` with a liar on the wire. Rushing: every tap hears the honest agents'
+        broadcasts first; then the malicious tap records, as the liar's own value "protocol
+        <kind>", what the protocol would have it send, and each liar sends its neighbours, one link
+        at a time, what that tap crafts from its record (the honest payload where it crafts none)."""
+        liar = self._liar
+        for sender in range(self.topology.n):
+            if not liar.lies(kind, sender):
+                self._record(kind, round, sender, None, payloads[sender])
+        crafted: dict[tuple[int, int], Tensor] = {}
+        for sender in sorted(liar.liars):
+            if liar.wants_round(round):
+                liar.record_disclosure(Disclosure(round, sender, f"protocol {kind}",
+                                                  payloads[sender].detach().to("cpu", copy=True)))
+            receivers = self.topology.neighbours(sender)
+            lies = liar.craft(round, kind, sender, receivers)
+            if not lies:
+                self._record(kind, round, sender, None, payloads[sender])
+                continue
+            for receiver in receivers:
+                payload = lies.get(receiver, payloads[sender]).to(payloads.dtype).to(payloads.device)
+                self._record(kind, round, sender, receiver, payload)
+                if receiver in lies:
+                    crafted[sender, receiver] = payload
+        return Delivery(kind, crafted)
 
     def send_each(self, round: int, kind: Kind, links: Sequence[tuple[int, int]], payloads: Tensor) -> None:
         """`payloads[r]` sent over the directed link `links[r]` for every r: the same messages as
@@ -472,6 +575,9 @@ class Wire:
             if off:
                 raise ValueError(f"agent {off[0][0]} sent '{kind}' to {off[0][1]}, which is not its neighbour")
             self._checked = list(links)
+        if self._liar is not None and any(self._liar.lies(kind, sender) for sender, _ in links):
+            raise PrivauditError(f"a liar sends '{kind}' over links (send_each): its messages are replaced only "
+                                 "where the defense sends with broadcast_each")
         self.counts[kind] += len(links)
         for tap in self.taps:
             tap.hear_sends(round, kind, links, payloads, self.topology)
@@ -505,10 +611,33 @@ class Wire:
         return sum(network.degree(i) for i in range(network.n)) * self.topology.copies
 
     def _offer(self, kind: Kind, round: int, sender: int, receiver: int | None, payload: Tensor, copies: int) -> None:
+        if self._liar is not None and self._liar.lies(kind, sender):
+            raise PrivauditError(f"agent {sender} sends '{kind}' one message at a time: a liar's messages are "
+                                 "replaced only where the defense sends with broadcast_each")
         self.counts[kind] += copies
+        self._record(kind, round, sender, receiver, payload)
+
+    def _record(self, kind: Kind, round: int, sender: int, receiver: int | None, payload: Tensor) -> None:
+        """Offer one message to the taps that hear it (copied once, only if one does)."""
         listeners = [tap for tap in self.taps if tap.wants(round, sender, receiver, kind, self.topology)]
         if not listeners:
             return
         message = Message(round, sender, receiver, kind, payload.detach().to("cpu", copy=True))
         for tap in listeners:
             tap.record(message)
+
+
+def _one_liar(taps: Sequence[Tap], topology: Topology, delivers: bool) -> Malicious | None:
+    """The wire's malicious tap, if any: at most one, on one network (not an audit's many worlds),
+    and only when the defense mixes what the wire delivers."""
+    liars = [tap for tap in taps if isinstance(tap, Malicious)]
+    if not liars:
+        return None
+    if len(liars) > 1:
+        raise PrivauditError(f"{len(liars)} malicious taps on one wire: put every lying agent in one")
+    if topology.copies != 1:
+        raise PrivauditError("a malicious tap lies on one network, not on an audit's copies of it")
+    if not delivers:
+        raise PrivauditError("a malicious tap's messages would reach nobody: this defense mixes its own copy of the "
+                             "states, not what the wire delivers (only defenses that declare `delivers = True` do)")
+    return liars[0]

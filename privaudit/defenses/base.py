@@ -20,7 +20,7 @@ from torch import Tensor
 
 from privaudit.accounting import Claim
 from privaudit.setup import Setup
-from privaudit.wire import Wire
+from privaudit.wire import Delivery, Wire
 
 
 class DefenseParams(BaseModel):
@@ -47,9 +47,23 @@ class Defense(ABC):
         it is block-diagonal and grows as the square of their number: gossip with `gossip` instead."""
         return torch.tensor(self.setup.topology.W, dtype=torch.float32)
 
-    def gossip(self, x: Tensor) -> Tensor:
-        """W x: one gossip step of the agents' stacked values x [n, ...]."""
-        return self.setup.topology.mix(x)
+    delivers: ClassVar[bool] = False
+    """Whether `step` mixes what the wire delivered (`gossip` with `Wire.broadcast_each`'s
+    `Delivery`) rather than its own copy of the states it sent: only then can a participant who
+    lies (`privaudit.wire.Malicious`) reach its neighbours. Read through `delivering`."""
+
+    @classmethod
+    def delivering(cls) -> bool:
+        """`delivers` as the class that defines `step` declares it: a subclass that steps its own way
+        does not inherit a parent's promise about a `step` it replaced."""
+        owner = next(klass for klass in cls.__mro__ if "step" in vars(klass))
+        return bool(vars(owner).get("delivers", False))
+
+    def gossip(self, x: Tensor, delivered: Delivery | None = None) -> Tensor:
+        """W x: one gossip step of the agents' stacked values x [n, ...]; with the `delivered`
+        messages of that broadcast, each agent mixes what it received instead of what was sent."""
+        mixed = self.setup.topology.mix(x)
+        return mixed if delivered is None else delivered.mix(mixed, x, self.setup.topology)
 
     @abstractmethod
     def step(self, t: int, wire: Wire) -> None:

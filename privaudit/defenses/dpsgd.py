@@ -3,7 +3,8 @@
 D-PSGD: `x_i^{t+1} = Σ_j w_ij x_j^t − η g_i(x_i^t)`. Each round every agent sends its model
 `x_i^t` to its neighbours (one broadcast), computes a mini-batch gradient at `x_i^t`, then mixes.
 An attacker who knows W and η and hears the states recovers `g_i^t` exactly from two
-consecutive rounds — the leak the private algorithms exist to close.
+consecutive rounds — the leak the private algorithms exist to close. Each agent mixes what the
+wire delivered (`delivers`): a neighbour who lies (`privaudit.wire.Malicious`) reaches it.
 
 DP-D-PSGD (cited by seed 000 as DP-DPSGD / A(DP)²SGD): the same, with the local gradient made
 private as in DP-SGD (Abadi et al. 2016): Poisson sampling with rate q_i = B/|D_i|, per-sample
@@ -56,12 +57,14 @@ class DPSGD(Defense):
     def states(self) -> Tensor:
         return self.x
 
+    delivers = True
+
     def step(self, t: int, wire: Wire) -> None:
-        wire.broadcast_each(t, Kind.MODEL, self.x)
+        delivered = wire.broadcast_each(t, Kind.MODEL, self.x)
         gradients, batches = self.local_gradients()
         wire.disclose_each(t, "batch", batches)
         wire.disclose_each(t, "gradient", lambda: gradients)
-        self.x = self.gossip(self.x) - self.params.lr * gradients
+        self.x = self.gossip(self.x, delivered) - self.params.lr * gradients
 
     def local_gradients(self) -> tuple[Tensor, Callable[[], list[Tensor]]]:
         """Each agent's mini-batch gradient at its own model [N, P], and (when asked for) its

@@ -1,0 +1,102 @@
+"""One run with the lie beside the same run without it: the active attack and the passive one on
+the same records, each scored like every inversion (Hungarian-paired PSNR and SSIM per record,
+and the leak test against the noise floor: `privaudit.metrics`, `privaudit.leak`).
+
+The passive side is the same agents, honest but curious, on the same configuration and seed: the
+batches (and DP-D-PSGD's noise) are drawn from the run's own random stream whatever the states,
+so the victim computes its gradient of the recovery round on the very records the liar trapped,
+at its honest model instead. It is read with the same analytic inversion on the same state
+difference, the suite's strongest passive batch attack on an MLP's release (exact for every record
+that happens to be alone in two units of the first layer; no optimisation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from privaudit.attacks.active.recovery import TOLERANCE, recover
+from privaudit.attacks.active.threat import OverridePlan, TrapOverride, malicious_tap, plan_override
+from privaudit.attacks.inversion.base import Reconstruction
+from privaudit.data import Dataset
+from privaudit.defenses.base import Defense
+from privaudit.leak import decide, noise_floor
+from privaudit.metrics import score_reconstruction
+from privaudit.sim import simulate
+from privaudit.wire import Coalition, GroundTruth, Kind, Transcript
+
+
+@dataclass(frozen=True)
+class Side:
+    """One attack's outcome on the victim's batch: its reconstruction, the PSNR and SSIM of each
+    record (in the batch's order; −inf / nan for a record left unpaired), and the leak decision."""
+
+    reconstruction: Reconstruction
+    psnr: tuple[float, ...]
+    ssim: tuple[float, ...]
+    leak: dict[str, Any] | None
+
+    def recovered(self, threshold_db: float) -> int:
+        """Records rebuilt at `threshold_db` or more."""
+        return sum(value >= threshold_db for value in self.psnr)
+
+
+@dataclass(frozen=True)
+class Trial:
+    """The active side and the passive side of one seed, with the plan and what the liar sent."""
+
+    plan: OverridePlan
+    active: Side
+    passive: Side
+    records: int
+    goal: Tensor
+    message: Tensor
+
+
+def override_trial(build: Callable[[], Defense], *, victim: int, round: int, liar: int | None = None,
+                   agents: Iterable[int] | None = None, tolerance: float = TOLERANCE) -> Trial:
+    """Run `build()`'s defense with the trap-weight override of `victim` at `round`, and a second
+    `build()` honestly, each for `round` + 3 rounds; invert the victim's batch of the recovery round
+    on both and score them against it."""
+    defense = build()
+    setup, rounds = defense.setup, round + 3
+    plan = plan_override(defense.name, setup.topology, victim=victim, round=round, rounds=rounds, liar=liar,
+                         agents=agents)
+    batch_size = defense.params.batch_size
+    strategy = TrapOverride(plan, setup.topology.W, setup.model, setup.data.x_test, batch_size, setup.seed)
+    heard, rows = _run(defense, malicious_tap(plan, strategy), plan, rounds)
+    honest, honest_rows = _run(build(), Coalition(plan.agents, rounds=plan.rounds_heard, kinds=[Kind.MODEL]), plan,
+                               rounds)
+    if not torch.equal(rows, honest_rows):
+        raise RuntimeError("the honest run drew another batch than the lied one: the sides are not comparable")
+    sides = [_scored(recover(transcript, victim, plan.recovery_round, setup.model, setup.data, batch_size,
+                             setup.seed, tolerance), rows, setup.data, setup.seed, batch_size)
+             for transcript in (heard, honest)]
+    return Trial(plan, sides[0], sides[1], len(rows), strategy.goal, strategy.message)
+
+
+def _run(defense: Defense, tap: Coalition, plan: OverridePlan, rounds: int) -> tuple[Transcript, Tensor]:
+    """The tap's transcript of a run and the victim's batch rows at the recovery round."""
+    truth = GroundTruth(plan.victim, rounds=[plan.recovery_round])
+    output = simulate(defense, rounds, taps=[tap, truth], evaluation=False)
+    (rows,) = [d.value for d in truth.disclosures if d.name == "batch"]
+    return output.transcripts[0], rows.reshape(-1).long()
+
+
+def _scored(reconstruction: Reconstruction, rows: Tensor, data: Dataset, seed: int, batch_size: int) -> Side:
+    """The reconstruction scored against the records `rows`, like every inversion row."""
+    if reconstruction.images is None or len(rows) == 0:
+        nothing = tuple(float("nan") for _ in range(len(rows)))
+        return Side(reconstruction, tuple(-float("inf") for _ in range(len(rows))), nothing, None)
+    original, images = data.x_train[rows].cpu(), reconstruction.images.float().cpu()
+    scores = score_reconstruction(images, original, data.normalisation)
+    psnr, ssim = [-float("inf")] * len(rows), [float("nan")] * len(rows)
+    paired = [k for k, pick in enumerate(scores.pairs) if pick >= 0]
+    for slot, record in enumerate(paired):
+        psnr[record], ssim[record] = scores.per_image["psnr"][slot], scores.per_image["ssim"][slot]
+    floor = noise_floor(data, rows, seed, size=batch_size)
+    return Side(reconstruction, tuple(psnr), tuple(ssim), decide(images, scores, floor, data.normalisation).record())
