@@ -15,7 +15,7 @@ released-model threat receives.
 * `released_model` hears nothing of the training: it receives the final model of one agent
   (`observer`, default the victim) once the run ends, as a deployed or published model is handed
   over. `[[audit]]` canary tables: white-box (the parameters) for a gradient canary, black-box (the
-  model's loss on the canary) for a record or outlier canary; `[[membership]]` tables: each
+  model's loss on the canary, against the initial model's) for a record or outlier canary; `[[membership]]` tables: each
   victim's records against that final model (default: each victim's own).
 * `released_average` hears nothing of the training either: it receives the average of every
   agent's final model. `[[audit]]` canary tables, scored as `released_model`, and `[[membership]]`

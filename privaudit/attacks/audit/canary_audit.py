@@ -169,11 +169,12 @@ right), or law-free, from the defense's extractors and the runs alone (any defen
 RELEASED_STATISTICS = {
     "parameters": "last iterate, white-box: minus the released model's projection on the gradient canary's "
                   "direction (each time the canary is sampled, a step moves the model against it)",
-    "loss": "last iterate, black-box: minus the released model's loss on the canary record",
+    "loss": "last iterate, black-box: how far training lowered the canary record's loss, from the public "
+            "initial model's to the released model's",
 }
 """How a released-model attacker scores the final model it receives (`FinalModel`): its parameters
-for a gradient canary (no input stands for a planted gradient), its loss on the canary for a
-record or outlier canary."""
+for a gradient canary (no input stands for a planted gradient), its loss on the canary (against
+the public initial model's) for a record or outlier canary."""
 
 
 @dataclass(frozen=True)
@@ -467,15 +468,21 @@ class FinalModel:
         """Each world's score of each canary from the final states [copies × N, P]: minus the
         released model's projection on a gradient canary's direction u (the planted gradient is
         +‖g‖u, so each step that samples the canary moves the model by −η‖g‖u along it, and the
-        score grows with the canary's presence; its anti-canary moves it the other way), or minus
-        the released model's loss on a record canary (training on a record lowers its loss)."""
+        score grows with the canary's presence; its anti-canary moves it the other way), or, for a
+        record canary, how far training lowered its loss: the public initial model's loss on it
+        minus the released model's. Training on a record lowers its loss; the initial loss, which
+        the attacker computes from x₀ (public knowledge), takes away what each canary brings to
+        the run — constant across runs in a repeated audit, but in a one-run audit the canaries
+        differ, and their own starting losses would swamp what training did to them."""
         game = self.game
         released = game.release.model(states, game.setup.topology.network_size).double()
         canaries = game.canaries
         if canaries.u is not None:
             self.totals = -(released @ canaries.u.to(released).T)
         else:
-            self.totals = -_losses(game.setup.model, released, canaries.x, canaries.y).double()
+            model = game.setup.model
+            start = _losses(model, model.initial()[None].to(released), canaries.x, canaries.y).double()
+            self.totals = start - _losses(model, released, canaries.x, canaries.y).double()
 
 
 def _losses(model: Any, points: Tensor, x: Tensor, y: Tensor) -> Tensor:
