@@ -94,3 +94,28 @@ def test_no_section_without_a_last_iterate_audit(finished):
     _, rows = finished
     heard = [row for row in rows if (row.get("detail") or {}).get("released") is None and not row.get("released")]
     assert released_section(heard) is None
+
+
+def test_natural_canaries_are_held_out_records_and_their_released_audit_runs():
+    """A natural canary is a held-out record of the task with its own label (its anti-record another
+    one); a last-iterate audit plants and scores it; too many for the held-out split, or a label or
+    scale given for one, is one line."""
+    from privaudit.attacks.audit.canary_audit import audit_game
+    from privaudit.campaign.audit_findings import game_for_table
+    from privaudit.errors import ConfigError
+    game = game_for_table(DP, {"max_train": 100}, threat="released_model", canary="natural")
+    data = game.setup.data
+    x, y = game.canaries.x[0], int(game.canaries.y[0])
+    assert any(torch_equal(x, row) and int(label) == y for row, label in zip(data.x_test, data.y_test))
+    assert not any(torch_equal(x, row) for row in game.setup.local.x[: len(data.x_train)])
+    assert audit_game(game, runs=16, seed=0)["canary"] == "natural"
+    with pytest.raises(ConfigError, match="held-out records") as error:
+        game_for_table(DP, {"max_train": 100}, threat="released_model", canary="natural", count=10**5)
+    assert "\n" not in str(error.value)
+    with pytest.raises(ConfigError, match="canary_label") as error:
+        parse_campaign({"campaign": {"name": "t", "seeds": [0]}, "data": {"max_train": 100}, "defense": [DP],
+                        "audit": [{"kind": "canary", "canary": "natural", "canary_label": 1}]})
+
+
+def torch_equal(a, b) -> bool:
+    return bool((a == b).all())

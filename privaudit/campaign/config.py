@@ -711,7 +711,8 @@ class AuditConfig(_HearsLinks):
     eavesdropper's `links` and `directed_links` and the curious neighbour's `observer` as for attacks), through the
     defense's canary `channels` that tap hears (all by default; `privaudit/attacks/audit/channels.py`); one cell
     per run and seed. `canary` is the kind planted (`privaudit/attacks/audit/canaries.py`): "gradient" (white-box
-    gradient canaries, the strongest), "record" (a crafted input) or "outlier". `method =
+    gradient canaries, the strongest), "record" (a crafted input), "outlier" or "natural" (a held-out
+    record of the task, the weakest). `method =
     "repeated"` trains it `runs` times per world, with and without the canary at `victim`;
     `"one_run"` trains it once with `canaries` canaries, each in the victim's data with probability
     ½, and guesses the `guesses` highest and lowest scored (Steinke, Nasr & Jagielski 2023).
@@ -828,6 +829,9 @@ class AuditConfig(_HearsLinks):
                     return name, f"not a field of a {self.method} canary audit"
             if self.method == "one_run" and 2 * self.guesses > self.canaries:
                 return "guesses", f"2 × guesses must be at most canaries ({self.canaries}), got {self.guesses}"
+            for name in ("canary_label", "canary_scale"):
+                if self.canary == "natural" and name in self.model_fields_set:
+                    return name, "natural canaries are held-out records, with their own inputs and labels"
         for name in _UNUSED[self.kind]:
             if name in self.model_fields_set:
                 return name, f"not a field of a {self.kind} audit"

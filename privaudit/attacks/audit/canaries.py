@@ -15,6 +15,10 @@ stronger the canary, the closer the empirical bound comes to the mechanism's tru
   record's gradient at every point. A record of the task itself, for claims whose unit is one.
 * `outlier` — a random ±`scale` pattern (normalised units) with a fixed label, the canary of
   Jagielski et al. 2020 and this suite's first audits, kept for comparison.
+* `natural` — a real record of the task, drawn from the held-out split (no agent trains on it),
+  with its own label: the weakest canary and the one a black-box audit of a deployed model would
+  plant (Annamalai & De Cristofaro 2024 audit with such records); its anti-record, under
+  replace-one, is another held-out record.
 
 Under replace-one adjacency the world without the canary holds an anti-canary in its place (the
 opposite gradient, or the negated input), so the two worlds differ by the most one replacement
@@ -43,8 +47,8 @@ from privaudit.limits import limit, require
 from privaudit.sampling import LocalData
 from privaudit.setup import Setup
 
-CanaryKind = Literal["gradient", "record", "outlier"]
-CANARY_KINDS: tuple[str, ...] = ("gradient", "record", "outlier")
+CanaryKind = Literal["gradient", "record", "outlier", "natural"]
+CANARY_KINDS: tuple[str, ...] = ("gradient", "record", "outlier", "natural")
 
 _PROBE_ROWS = 4096
 """At most this many probed gradients (records × probe points) go into the search for quiet directions."""
@@ -362,6 +366,20 @@ def outlier_canaries(setup: Setup, count: int, label: int | None, scale: float, 
     signs = torch.randint(0, 2, shape, generator=generator).to(setup.data.x_train.dtype) * 2 - 1
     labels = _labels(setup, count, label, generator)
     return Canaries("outlier", signs * scale, labels, -signs * scale, labels)
+
+
+def natural_canaries(setup: Setup, count: int, seed: int) -> Canaries:
+    """`count` held-out records of the task with their labels, drawn by `seed`, and as many others
+    as their anti-records; ValueError (one line) when the held-out split holds fewer than 2·count."""
+    data = setup.data
+    held = len(data.y_test)
+    if 2 * count > held:
+        raise ValueError(f"{count} natural canaries need {2 * count} held-out records (each with another as its "
+                         f"replace-one anti-record); the held-out split has {held}")
+    order = torch.randperm(held, generator=torch.Generator().manual_seed(seed + 5))[: 2 * count].to(data.x_test.device)
+    chosen, anti = order[:count], order[count:]
+    return Canaries("natural", data.x_test[chosen].to(data.x_train.dtype), data.y_test[chosen].to(data.y_train.dtype),
+                    data.x_test[anti].to(data.x_train.dtype), data.y_test[anti].to(data.y_train.dtype))
 
 
 def _labels(setup: Setup, count: int, label: int | None, generator: torch.Generator) -> Tensor:

@@ -59,8 +59,8 @@ from torch import Tensor
 from torch.func import vmap
 
 from privaudit.attacks import views
-from privaudit.attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, outlier_canaries, record_canaries,
-                                    with_records)
+from privaudit.attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, natural_canaries,
+                                             outlier_canaries, record_canaries, with_records)
 from privaudit.attacks.audit.canary_statistics import (MODEL_SAMPLES, Candidates, Laws, held_out_split,
                                                       simulated_scores, whole_run_bound)
 from privaudit.attacks.audit.channels import Channel, ProjectionChannel, Reading, RoundLaw, log_likelihood_ratio
@@ -278,6 +278,11 @@ def _canaries(setup: Setup, victim: int, canary: str, count: int, label: int, sc
         return gradient_canaries(setup, victim, count, norm, setup.seed, coordinate)
     if canary == "record":
         return record_canaries(setup, victim, count, label if count == 1 else None, scale, setup.seed)
+    if canary == "natural":
+        try:
+            return natural_canaries(setup, count, setup.seed)
+        except ValueError as error:
+            raise ConfigError(f"canary audit: {error}") from None
     return outlier_canaries(setup, count, label if count == 1 else None, scale, setup.seed)
 
 
