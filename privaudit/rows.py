@@ -19,7 +19,8 @@ them), except where a field says finite. Version history:
   before) is read as version 1, whose layout it has. Optional fields added since (`model_note`,
   `config.data.content`, `device`, a membership row's `released` and `by_victim`, a position
   pair's `released`) keep the version: a reader of 1 passes them through and reads every row it
-  read before.
+  read before. So does an inversion row's `active` (issue 39: an active attack's record, with the
+  passive attack on the same run beside it), absent from every passive attack's row.
 """
 
 from __future__ import annotations
@@ -210,6 +211,40 @@ class TracePoint(_Record):
     psnr: Number | None = None
 
 
+class ActiveSide(_Record):
+    """One side of an active attack's trial (`privaudit.campaign.active_findings`): the lied run's
+    attack, or the passive one on the same run; each record's PSNR and SSIM (−inf / nan for a
+    record left unpaired) and how many reached the record's `threshold_db`."""
+
+    label: Text
+    status: Text | None = None
+    metrics: Metrics | None = None
+    psnr: list[Number] = Field(default_factory=list)
+    ssim: list[Number] = Field(default_factory=list)
+    recovered: Whole
+    leak: Leak | None = None
+    baseline: Metrics | None = None
+
+
+class ActiveRecord(_Record):
+    """What an active attack assumed (in words), who lied (`liar`, one of the colluding `agents`) to
+    which victim at which override `round`, a summary of what it sent (numbers, not the tensor), and
+    both sides of its trial: `active` and `passive` (the same agents listening, the same seed)."""
+
+    kind: Text
+    assumptions: list[Text]
+    liar: Whole
+    agents: list[Whole]
+    victim: Whole
+    round: Whole
+    recovery_round: Whole
+    threshold_db: Number
+    records: Whole
+    sent: dict[str, Number | Text]
+    active: ActiveSide
+    passive: ActiveSide
+
+
 class InversionRow(_Row):
     attack: Text | None = None
     attack_title: Text | None = None
@@ -229,6 +264,9 @@ class InversionRow(_Row):
     reconstruction_audit: AuditRow | None = Field(None, description=(
         "the reconstruction game a leak on a run with a DP claim played, an audit row of its own "
         "(`privaudit.campaign.inversion_findings.leak_bound`); absent when the inversion did not leak"))
+    active: ActiveRecord | None = Field(None, description=(
+        "an active attack's record, with the passive attack on the same run beside it "
+        "(`privaudit.campaign.active_findings`); absent from a passive attack's row"))
 
 
 class CoalitionAgent(_Record):

@@ -12,6 +12,12 @@ released-model threat receives.
 * `coalition` is one or several such agents pooling what they hear (`agents`), attacking every
   other agent at once (El Mrini et al. 2024; `privaudit/attacks/coalition/knowledge.py`, and `privaudit/attacks/coalition/record_fit.py`
   where every agent trains on one fixed record).
+* `malicious` is one agent, or a coalition, that follows the protocol except in what it sends: the
+  colluding agents (`agents`) pool what they hear, and one of them (`liar`, default the first of
+  `agents` that neighbours the victim) replaces the model it sends the victim by one it computes
+  from what they heard (`privaudit.wire.Malicious`; Pasquini, Raynal & Troncoso, S&P 2023). Only an
+  active attack speaks through it (`[[attack]] kind = "trap_weights"`), on the defenses whose step
+  mixes what the wire delivers; the row says what it assumed.
 * `released_model` hears nothing of the training: it receives the final model of one agent
   (`observer`, default the victim) once the run ends, as a deployed or published model is handed
   over. `[[audit]]` canary tables: white-box (the parameters) for a gradient canary, black-box (the
@@ -39,7 +45,10 @@ TRANSCRIPT_THREATS = ("global_listener", "eavesdropper", "curious_neighbour", "c
 """The threat models that hear messages: a tap on the wire records their transcript."""
 RELEASED_THREATS = ("released_model", "released_average")
 """The threat models that hear no message and receive final models only (`Release`)."""
-THREATS = TRANSCRIPT_THREATS + RELEASED_THREATS
+ACTIVE_THREATS = ("malicious",)
+"""The threat models that also speak: an active attack builds their tap with its strategy
+(`privaudit.attacks.active.threat.malicious_tap`), never `build_tap`."""
+THREATS = TRANSCRIPT_THREATS + ACTIVE_THREATS + RELEASED_THREATS
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,9 @@ def build_tap(threat: str, victim: int, topology: Topology, *, rounds: Iterable[
     topology does not have. `directed_links` (i, j) are heard from i to j only."""
     if not 0 <= victim < topology.n:
         raise ValueError(f"victim {victim} is not an agent (0..{topology.n - 1})")
+    if threat in ACTIVE_THREATS:
+        raise ValueError(f"the {threat} threat speaks through an active attack's strategy ([[attack]] kind = "
+                         "\"trap_weights\"): it has no passive tap")
     if threat in RELEASED_THREATS:
         raise ValueError(f"the {threat} threat hears no message, only final models once training ends: it has no "
                          "transcript to read (it serves [[audit]] canary and [[membership]] tables only)")

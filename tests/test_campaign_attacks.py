@@ -135,7 +135,7 @@ def test_resuming_runs_only_the_missing_attack_cells(tmp_path):
 @pytest.mark.parametrize(
     "attack, expected",
     [
-        ({"kind": "dgl", "rounds": [0]}, "attack[0].kind: unknown attack 'dgl' (choose from dlg, idlg, ig, batch, analytic)"),
+        ({"kind": "dgl", "rounds": [0]}, "attack[0].kind: unknown attack 'dgl' (choose from dlg, idlg, ig, batch, analytic, trap_weights)"),
         ({"kind": "dlg", "rounds": [0], "evals": 3}, "attack[0]: unknown parameter 'evals' for attack 'dlg'"),
         ({"kind": "dlg", "rounds": [0], "defense": ["DPSGD"]}, "attack[0]: no defense table labelled 'DPSGD'"),
         ({"kind": "dlg", "rounds": [0], "scenario": "momentum"},

@@ -49,7 +49,7 @@ def _error(capsys, *argv):
         ('[[defense]]\nkind = "dpsgd"\nbatch_size = 5000\n', "batch_size 5000 exceeds the smallest local dataset"),
         ('[data\n', "invalid TOML"),
         ('[[defense]]\nkind = "dpsgd"\n[[attack]]\nkind = "dgl"\nrounds = [0]\n',
-         "attack[0].kind: unknown attack 'dgl' (choose from dlg, idlg, ig, batch, analytic)"),
+         "attack[0].kind: unknown attack 'dgl' (choose from dlg, idlg, ig, batch, analytic, trap_weights)"),
         ('[[defense]]\nkind = "dpsgd"\n[[audit]]\nkind = "mechanism"\nmechanism = "ternry"\n',
          "audit[0].mechanism: unknown mechanism 'ternry'"),
     ],

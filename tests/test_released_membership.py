@@ -50,7 +50,7 @@ def test_membership_tables_take_the_released_threats():
     ({"threat": "released_average", "observer": 1}, "membership[0].observer: released_average receives the average"),
     ({"threat": "released_average", "rounds": [3]}, "membership[0].rounds: released_average holds a final model"),
     ({"threat": "released_model", "links": [[0, 1]]}, "membership[0].links: only the eavesdropper threat"),
-    ({"threat": "released_model", "agents": [1]}, "membership[0].agents: only the coalition threat has agents"),
+    ({"threat": "released_model", "agents": [1]}, "membership[0].agents: only the coalition and malicious threats have agents"),
     ({"threat": "released_model", "observer": 9}, "observer 9 is not an agent (0..3)"),
     ({"threat": "released_model", "victims": [0, 1, 2], "non_members": 2}, "leaves some of the 3 victims without"),
 ])

@@ -22,6 +22,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from privaudit.attacks.audit.canaries import CANARY_KINDS
 from privaudit.attacks.audit.mechanisms import MECHANISMS
+from privaudit.attacks.active.trial import ACTIVE_ATTACKS
 from privaudit.attacks.inversion import INVERSIONS
 from privaudit.attacks.membership.methods import METHODS
 from privaudit.attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, described, noise
@@ -129,12 +130,14 @@ def attacks() -> dict[str, Any]:
     (`[[audit]]`): each table's fields and what its `kind` can name."""
     inversion = [{"kind": name, "title": cls.title, "description": _summary(cls.__doc__), "params": parameters(cls)}
                  for name, cls in INVERSIONS.items()]
+    active = [{"kind": name, "title": cls.title, "description": _summary(cls.__doc__), "params": parameters(cls),
+               "threat": "malicious", "defenses": list(cls.applies_to())} for name, cls in ACTIVE_ATTACKS.items()]
     mechanisms = [{"name": name, "title": cls.title, "defense": cls.defense, "params": parameters(cls.Params)}
                   for name, cls in MECHANISMS.items()]
     channels = [{"defense": name, "scenarios": list(channel.scenarios), "adjacency": str(channel.adjacency)}
                 for name, channel in CHANNELS.items()]
     return {
-        "inversion": {"table": _table(AttackConfig, ("kind",)), "kinds": inversion},
+        "inversion": {"table": _table(AttackConfig, ("kind",)), "kinds": inversion, "active": active},
         "membership": {"table": _table(MembershipConfig), "methods": list(METHODS), "targets": list(MEMBERSHIP_TARGETS),
                        "models": [{"defense": name, "needs": view.needs} for name, view in MODEL_VIEWS.items()]},
         "audits": {"table": _table(AuditConfig), "mechanisms": mechanisms, "canaries": list(CANARY_KINDS),
@@ -264,6 +267,10 @@ def _attacks_text(found: dict[str, Any]) -> list[str]:
     lines = ["attacks", "  inversion ([[attack]] kind = ...), every table:"] + _field_lines(inversion["table"], "    ")
     for entry in inversion["kinds"]:
         lines.append(f"    {entry['kind']} — {entry['description'] or entry['title']}")
+        lines += _field_lines(entry["params"], "      ")
+    for entry in inversion["active"]:
+        lines.append(f"    {entry['kind']} — active (threat = \"{entry['threat']}\"): {entry['description'] or entry['title']}")
+        lines.append(f"      applies to: {', '.join(entry['defenses']) or 'no registered defense'}")
         lines += _field_lines(entry["params"], "      ")
     lines.append(f"  membership ([[membership]]): {', '.join(membership['methods'])} at once; targets: "
                  f"{', '.join(membership['targets'])}")
@@ -396,6 +403,11 @@ def _attacks_markdown(found: dict[str, Any]) -> list[str]:
              *_field_table(inversion["table"])]
     for entry in inversion["kinds"]:
         lines += ["", f"#### `{entry['kind']}`", "", entry["description"] or entry["title"], "",
+                  *_field_table(entry["params"])]
+    for entry in inversion["active"]:
+        lines += ["", f"#### `{entry['kind']}` (active: `threat = \"{entry['threat']}\"`)", "",
+                  entry["description"] or entry["title"], "",
+                  f"Applies to: {_names(entry['defenses']) if entry['defenses'] else 'no registered defense'}.", "",
                   *_field_table(entry["params"])]
     lines += ["", "### Membership inference: `[[membership]]`", "",
               f"Methods, all run at once: {_names(membership['methods'])}. Targets (`target`): "

@@ -30,6 +30,8 @@ from typing import Annotated, Any, Callable, ClassVar, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
                       TypeAdapter, ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
 
+from privaudit.attacks.active.threat import SCENARIO as ACTIVE_SCENARIO
+from privaudit.attacks.active.trial import ACTIVE_ATTACKS
 from privaudit.attacks.audit.canaries import CANARY_KINDS
 from privaudit.attacks.audit.mechanism_audit import check_size
 from privaudit.attacks.audit.mechanisms import MECHANISMS, NORMS
@@ -47,7 +49,7 @@ from privaudit.files import CAMPAIGN_BYTES, read_regular
 from privaudit.limits import MAX_NESTING, MAX_SEED, MIN_FPR, exceeded, within
 from privaudit.models import MODELS, TORCHVISION, check_torchvision
 from privaudit.synthetic import SYNTHETIC
-from privaudit.threats import RELEASED_THREATS, THREATS
+from privaudit.threats import ACTIVE_THREATS, RELEASED_THREATS, THREATS
 from privaudit.topology import MIXING_RULES, TOPOLOGIES
 
 
@@ -78,6 +80,27 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _canonical(item) for key, item in value.items()}
     return value
+
+
+class _Kinds:
+    """Several registries read as one set of names, in order (every attack kind an `[[attack]]`
+    table may name: the inversions, then the active attacks), read when a value is checked."""
+
+    def __init__(self, *registries: dict[str, Any]) -> None:
+        self.registries = registries
+
+    def __contains__(self, name: object) -> bool:
+        return any(name in registry for registry in self.registries)
+
+    def __iter__(self):
+        return iter([name for registry in self.registries for name in registry])
+
+    def __getitem__(self, name: str) -> Any:
+        return next(registry[name] for registry in self.registries if name in registry)
+
+
+ATTACK_KINDS = _Kinds(INVERSIONS, ACTIVE_ATTACKS)
+"""Every kind an `[[attack]]` table may name: a passive inversion or an active attack."""
 
 
 def one_of(options, what: str) -> Any:
@@ -461,11 +484,15 @@ class ThreatConfig(_HearsLinks):
     observer: int | None = Field(None, ge=0, description="curious_neighbour: the attacking agent")
     links: list[tuple[int, int]] | None = Field(None, description=LINKS_HELP)
     directed_links: list[tuple[int, int]] | None = Field(None, description=DIRECTED_LINKS_HELP)
-    agents: list[int] | None = Field(None, min_length=1, description="coalition: the curious agents")
+    agents: list[int] | None = Field(None, min_length=1, description="coalition: the curious agents; malicious: "
+                                     "the colluding agents whose hearing is pooled (default: the liar alone)")
     victim: int = Field(0, ge=0)
 
     def misplaced(self) -> tuple[str, str] | None:
         """(field, why) when a field is set that the chosen threat or target does not use."""
+        if self.threat in ACTIVE_THREATS and not isinstance(self, AttackConfig):
+            return "threat", (f"the {self.threat} threat speaks through an active attack: it applies to [[attack]] "
+                              "tables only")
         if self.threat in RELEASED_THREATS and isinstance(self, AttackConfig):
             return "threat", (f"{self.threat} hears no transcript, only final models: an inversion reads messages "
                               "([[audit]] canary and [[membership]] tables only)")
@@ -473,8 +500,11 @@ class ThreatConfig(_HearsLinks):
             return "observer", "only the curious_neighbour threat has one"
         if (wrong := self.misplaced_links()) is not None:
             return wrong
-        if self.threat != "coalition" and self.agents is not None:
-            return "agents", "only the coalition threat has agents"
+        if self.threat not in ("coalition", *ACTIVE_THREATS) and self.agents is not None:
+            return "agents", "only the coalition and malicious threats have agents"
+        if self.threat in ACTIVE_THREATS and self.agents is not None and \
+                (len(set(self.agents)) != len(self.agents) or min(self.agents) < 0):
+            return "agents", f"must be distinct agents, got {self.agents}"
         if self.threat == "coalition" and not isinstance(self, AttackConfig):
             return "threat", "the coalition threat applies to [[attack]] tables only"
         if self.threat == "coalition" and self.agents is None:
@@ -499,10 +529,16 @@ class AttackConfig(ThreatConfig):
     the scenario when omitted), at every seed: one cell per (run, seed, round), all cells of one
     (run, seed) sharing one training run. Every key not listed here is a parameter of the
     attack (`privaudit.attacks.inversion.INVERSIONS[kind]`'s fields).
+
+    An active kind (`privaudit.attacks.active.trial.ACTIVE_ATTACKS`: "trap_weights") lies: with
+    threat = "malicious", agent `liar` of the colluding `agents` overrides the victim's state at
+    each of `rounds` (one cell each), on the tables of the defenses it applies to (all of them when
+    `defense` is omitted). Its cell runs the training run twice up to the read-out, once with the
+    lie and once honestly on the same seed, and scores both (`privaudit.campaign.active_findings`).
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    kind: one_of(INVERSIONS, "attack")
+    kind: one_of(ATTACK_KINDS, "attack")
     scenario: str | None = Field(None, description="extraction scenario (default: the defense's first)")
     rounds: Annotated[list[int], AfterValidator(_distinct_rounds)] = Field(min_length=1)
     batch_size: Annotated[int | None, AfterValidator(within("records"))] = Field(
@@ -515,10 +551,28 @@ class AttackConfig(ThreatConfig):
     bound_trials: Annotated[int, AfterValidator(within("runs"))] = Field(
         20, ge=0, description="trials of the reconstruction game played when this inversion leaks on a run with a DP "
         "claim, whose bound enters the run's verdict (0: none; `privaudit.campaign.inversion_findings.leak_bound`)")
+    liar: int | None = Field(None, ge=0, description="malicious: the agent that sends the victim crafted models "
+                             "(default: the first of agents that neighbours the victim)")
 
-    LATER: ClassVar[dict[str, Any]] = {**_HearsLinks.LATER, "bound_trials": 20}
+    LATER: ClassVar[dict[str, Any]] = {**_HearsLinks.LATER, "bound_trials": 20, "liar": None}
+
+    @property
+    def active(self) -> bool:
+        """Whether the attack lies (an active kind) rather than only listens."""
+        return self.kind in ACTIVE_ATTACKS
 
     def misplaced(self) -> tuple[str, str] | None:
+        if self.active and self.threat not in ACTIVE_THREATS:
+            return "threat", f"the {self.kind} attack lies: it needs threat = 'malicious'"
+        if not self.active and self.threat in ACTIVE_THREATS:
+            return "kind", (f"the {self.threat} threat speaks through an active attack (kind = "
+                            f"{', '.join(map(repr, ACTIVE_ATTACKS))}), not '{self.kind}'")
+        if self.threat not in ACTIVE_THREATS and self.liar is not None:
+            return "liar", "only the malicious threat has a liar"
+        if self.active and "bound_trials" in self.model_fields_set:
+            return "bound_trials", "an active attack plays no reconstruction game (docs/limits.md)"
+        if self.active and self.scenario not in (None, ACTIVE_SCENARIO):
+            return "scenario", f"the {self.kind} attack reads the victim's '{ACTIVE_SCENARIO}' release"
         if self.threat != "coalition" and self.window is not None:
             return "window", "only the coalition threat has a window"
         if self.threat == "coalition" and "bound_trials" in self.model_fields_set:
@@ -534,7 +588,7 @@ class AttackConfig(ThreatConfig):
     def attack(self) -> Any:
         """The attack object, its parameters checked against its fields' names and types
         (ValidationError naming the field)."""
-        cls = INVERSIONS[self.kind]
+        cls = ATTACK_KINDS[self.kind]
         params = dict(self.model_extra or {})
         allowed = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(params) - set(allowed))
@@ -813,6 +867,8 @@ class AuditConfig(_HearsLinks):
             return "mechanism", "required when kind = 'mechanism'"
         if self.threat == "coalition":
             return "threat", "the coalition threat applies to [[attack]] tables only"
+        if self.threat in ACTIVE_THREATS:
+            return "threat", f"the {self.threat} threat speaks through an active attack: it applies to [[attack]] tables only"
         if self.kind != "mechanism" and (wrong := self._misplaced_release()) is not None:
             return wrong
         if self.kind != "mechanism" and self.threat not in ("curious_neighbour", "released_model") \
@@ -930,6 +986,8 @@ class Campaign(BaseModel):
         chosen = _named(self.defense, table.defense)
         if table.threat == "coalition":
             return [(k, "coalition") for k, d in chosen if table.defense is not None or d.kind in DYNAMICS]
+        if table.active:
+            return self._lying(chosen, table)
         return self._extracting(chosen, table.scenario, table.defense is not None)
 
     @staticmethod
@@ -948,6 +1006,22 @@ class Campaign(BaseModel):
                                  f"(known: {', '.join(known) or 'none'})")
         if not found:
             raise ValueError(f"no defense table has the scenario '{scenario}'")
+        return found
+
+    @staticmethod
+    def _lying(chosen: list[tuple[int, RunConfig]], table: AttackConfig) -> list[tuple[int, str]]:
+        """The chosen defense tables an active attack applies to, with the scenario it reads; a
+        table named by label that it does not apply to is an error (the attack's own refusal), as
+        is none left."""
+        attack = ACTIVE_ATTACKS[table.kind]
+        for _, d in chosen:
+            refusal = attack.refusal(d.kind)
+            if refusal is not None and table.defense is not None:
+                raise ValueError(f"defense '{d.name}': {refusal}")
+        found = [(k, ACTIVE_SCENARIO) for k, d in chosen if attack.refusal(d.kind) is None]
+        if not found:
+            raise ValueError(f"no defense table runs a defense the {table.kind} attack applies to "
+                             f"({', '.join(attack.applies_to())})")
         return found
 
     def membership_targets(self, index: int) -> list[int]:

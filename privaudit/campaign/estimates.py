@@ -46,7 +46,7 @@ from privaudit.attacks.inversion.base import Inversion, Observer
 from privaudit.defenses.base import Defense
 from privaudit.campaign.cells import AttackCell, AuditCell, Cell, MembershipCell, build_defense
 from privaudit.campaign.inversion_budget import evaluation_budget
-from privaudit.campaign.jobs import AuditJob, Job, attack_batch_size
+from privaudit.campaign.jobs import ActiveJob, AuditJob, Job, attack_batch_size
 from privaudit.campaign.membership_findings import last_round_needed
 from privaudit.errors import ConfigError
 from privaudit.progress import Progress
@@ -224,6 +224,8 @@ class Estimator:
         """Every pending cell of `job`, in the order a run announces them."""
         if isinstance(job, AuditJob):
             return [self.set_up(job, self.audit(job.cell))]
+        if isinstance(job, ActiveJob):
+            return [self.set_up(job, self.active(job.cell))]
         cell = job.cell
         rate = self.rate(cell)
         count = evaluations(cell.run.rounds, cell.run.eval_every)
@@ -240,6 +242,15 @@ class Estimator:
         for group in job.memberships:
             found += self.membership(list(group), rate)
         return found
+
+    def active(self, attack: AttackCell) -> CellTime:
+        """An active cell's two runs (lied and honest) up to the read-out; the inversion, closed
+        form, is not counted."""
+        cell, rounds = attack.training, attack.round + 3
+        rate = self.rate(cell)
+        return CellTime(f"{attack.label} on {cell.label} seed {cell.seed} round {attack.round}",
+                        2 * rounds * rate.round_s, f"2 runs of {_rounds(rounds)} at {_ms(rate.round_s)}, timed now; "
+                        "the closed-form inversion not counted")
 
     def membership(self, cells: list[MembershipCell], rate: Rates) -> list[CellTime]:
         """The reference runs of one table on one training cell, shared by its cells."""

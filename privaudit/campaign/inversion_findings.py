@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from privaudit.attacks.extraction import Target
-from privaudit.attacks.inversion import INVERSIONS, Reconstruction
+from privaudit.attacks.inversion import Reconstruction
 from privaudit.attacks.inversion.gradient_matching import working_megabytes
 from privaudit.attacks import views
 from privaudit.attacks.audit.reconstruction_game import make_reconstruction_game
@@ -54,7 +54,7 @@ from privaudit.defenses.base import Defense
 from privaudit import __version__, devices
 from privaudit.campaign.audit_findings import played_reconstruction, replace_one_claim
 from privaudit.campaign.cells import AttackCell, build_setup, shipped
-from privaudit.campaign.config import AttackConfig
+from privaudit.campaign.config import ATTACK_KINDS, AttackConfig
 from privaudit.campaign.inversion_budget import counting, inversion_progress
 from privaudit.data import Normalisation
 from privaudit.errors import ConfigError
@@ -406,7 +406,7 @@ def attack_identity(cell: AttackCell) -> dict[str, Any]:
         "training": training.id,
         "label": cell.label,
         "attack": cell.attack.kind,
-        "attack_title": INVERSIONS[cell.attack.kind].title,
+        "attack_title": ATTACK_KINDS[cell.attack.kind].title,
         "defense": run.kind,
         "defense_label": run.name,
         "defense_table": training.table_label,

@@ -19,6 +19,7 @@ from privaudit.defenses.base import Defense
 from privaudit.defenses.external import relation_warning
 from privaudit.models import model_note
 from privaudit import __version__, devices
+from privaudit.campaign.active_findings import active_headline, active_row, check_active
 from privaudit.campaign.audit_findings import audit_headline, audit_row, check_audit
 from privaudit.campaign.cells import (AttackCell, AuditCell, Cell, MembershipCell, build_defense, cell_claim,
                                      expand_all, shipped)
@@ -267,6 +268,33 @@ class AuditJob:
         return []
 
 
+@dataclass(frozen=True)
+class ActiveJob:
+    """One cell of an active attack table: the lie changes the run, so it trains its own runs (the
+    lied one and its honest twin, `privaudit.campaign.active_findings`) instead of riding on its
+    training cell's."""
+
+    cell: AttackCell
+
+    @property
+    def cells(self) -> list[str]:
+        return [self.cell.id]
+
+    def check(self) -> list[str]:
+        """Every assumption of the attack's plan, each failure a one-line ConfigError."""
+        check_active(self.cell)
+        return []
+
+
+def run_active_job(job: ActiveJob, store: ResultsStore, progress: bool = False) -> Iterator[Finished]:
+    """The active cell's inversion row with its passive twin (`active_row`)."""
+    cell = job.cell
+    row = active_row(cell, store)
+    yield Finished(row | {"device": devices.name(devices.work_device())},
+                   f"{cell.label} on {cell.training.label} seed {cell.training.seed} round {cell.round}: "
+                   f"{active_headline(row)} ({row['wall_s']:.1f} s)")
+
+
 def run_audit_job(job: AuditJob, store: ResultsStore, progress: bool = False) -> Iterator[Finished]:
     """The audit's row (`privaudit.campaign.audit_findings.audit_row`)."""
     cell = job.cell
@@ -275,13 +303,14 @@ def run_audit_job(job: AuditJob, store: ResultsStore, progress: bool = False) ->
     yield Finished(row, f"{cell.label}{on} seed {cell.seed}: {audit_headline(row)} ({row['wall_s']:.1f} s)")
 
 
-Job = TrainingJob | AuditJob
+Job = TrainingJob | AuditJob | ActiveJob
 """Every kind of job; a standalone cell kind (one that needs no training cell) is a new job type
 with `cells` and `check`, its run function in `RUNNERS`, and its jobs added by `plan_jobs`."""
 
 RUNNERS: dict[type, Callable[[Any, ResultsStore, bool], Iterator[Finished]]] = {
     TrainingJob: run_training_job,
     AuditJob: run_audit_job,
+    ActiveJob: run_active_job,
 }
 
 
@@ -304,7 +333,7 @@ def plan_jobs(campaign: Campaign, finished: set[str], warnings: list[str] | None
     cells, attacks, memberships, audits = expand_all(campaign)
     pending_attacks: dict[str, list[AttackCell]] = {}
     for attack in attacks:
-        if attack.id not in finished:
+        if attack.id not in finished and not attack.attack.active:
             pending_attacks.setdefault(attack.training.id, []).append(attack)
     pending_membership: dict[str, dict[int, list[MembershipCell]]] = {}
     for member in memberships:
@@ -314,6 +343,7 @@ def plan_jobs(campaign: Campaign, finished: set[str], warnings: list[str] | None
                         tuple(tuple(group) for group in pending_membership.get(cell.id, {}).values()))
             for cell in cells]
     jobs = [job for job in jobs if job.cells] + [AuditJob(audit) for audit in audits if audit.id not in finished]
+    jobs += [ActiveJob(attack) for attack in attacks if attack.attack.active and attack.id not in finished]
     counter = Progress("checking jobs", len(jobs), unit="jobs") if progress else None
     for job in jobs:
         started = time.perf_counter()

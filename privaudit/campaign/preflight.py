@@ -20,7 +20,7 @@ from privaudit.campaign.audit_findings import audit_reach
 from privaudit.campaign.cells import expand_all, input_changes
 from privaudit.campaign.config import Campaign
 from privaudit.campaign.estimates import Estimate, estimate
-from privaudit.campaign.jobs import AuditJob, TrainingJob, plan_jobs
+from privaudit.campaign.jobs import ActiveJob, AuditJob, TrainingJob, plan_jobs
 from privaudit.data import downloads_refused
 from privaudit.store import ResultsStore
 
@@ -76,11 +76,14 @@ class Preflight:
                 + [found.line() for found in self.estimate.cells] + [self.estimate.total_line()])
 
 
-def _pending(jobs: list[TrainingJob | AuditJob]) -> dict[str, int]:
+def _pending(jobs: list[TrainingJob | AuditJob | ActiveJob]) -> dict[str, int]:
     pending = dict.fromkeys(KINDS, 0)
     for job in jobs:
         if isinstance(job, AuditJob):
             pending["audit"] += 1
+            continue
+        if isinstance(job, ActiveJob):
+            pending["attack"] += 1
             continue
         pending["training"] += job.train
         pending["attack"] += len(job.attacks)

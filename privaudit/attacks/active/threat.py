@@ -69,14 +69,22 @@ class OverridePlan:
         )
 
 
+def override_refusal(defense: str) -> str | None:
+    """Why the override does not apply to `defense` (one line), or None when it does."""
+    if defense not in OVERRIDE_DEFENSES or defense not in DEFENSES or not DEFENSES[defense].delivering():
+        return (f"the trap-weight override applies to {', '.join(OVERRIDE_DEFENSES)} only (defenses whose averaging it "
+                f"solves and whose step mixes what the wire delivers), not '{defense}'")
+    return None
+
+
 def plan_override(defense: str, topology: Topology, *, victim: int, round: int, rounds: int,
                   liar: int | None = None, agents: Iterable[int] | None = None) -> OverridePlan:
     """The override of `victim` at `round` of a `rounds`-round run of `defense`; ValueError (one
     line) for a defense it does not apply to, a liar that is not the victim's neighbour, a run too
     short to read the release, or agents that do not hear every neighbour of the victim."""
-    if defense not in OVERRIDE_DEFENSES or defense not in DEFENSES or not DEFENSES[defense].delivering():
-        raise ValueError(f"the trap-weight override applies to {', '.join(OVERRIDE_DEFENSES)} only (defenses whose "
-                         f"averaging it solves and whose step mixes what the wire delivers), not '{defense}'")
+    refusal = override_refusal(defense)
+    if refusal is not None:
+        raise ValueError(refusal)
     if not 0 <= victim < topology.n:
         raise ValueError(f"victim {victim} is not an agent (0..{topology.n - 1})")
     liar = min(topology.neighbours(victim)) if liar is None else liar

@@ -14,18 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
 from privaudit.attacks.active.recovery import TOLERANCE, recover
-from privaudit.attacks.active.threat import OverridePlan, TrapOverride, malicious_tap, plan_override
+from privaudit.attacks.active.threat import (OVERRIDE_DEFENSES, OverridePlan, TrapOverride, malicious_tap,
+                                             override_refusal, plan_override)
 from privaudit.attacks.inversion.base import Reconstruction
 from privaudit.data import Dataset
 from privaudit.defenses.base import Defense
-from privaudit.leak import decide, noise_floor
-from privaudit.metrics import score_reconstruction
+from privaudit.leak import Floor, decide, noise_floor
+from privaudit.metrics import Scores, score_reconstruction
 from privaudit.sim import simulate
 from privaudit.wire import Coalition, GroundTruth, Kind, Transcript
 
@@ -33,12 +34,16 @@ from privaudit.wire import Coalition, GroundTruth, Kind, Transcript
 @dataclass(frozen=True)
 class Side:
     """One attack's outcome on the victim's batch: its reconstruction, the PSNR and SSIM of each
-    record (in the batch's order; −inf / nan for a record left unpaired), and the leak decision."""
+    record (in the batch's order; −inf / nan for a record left unpaired), the leak decision, and the
+    scores and noise floor it was decided on (None when nothing was reconstructed), which a
+    campaign row keeps."""
 
     reconstruction: Reconstruction
     psnr: tuple[float, ...]
     ssim: tuple[float, ...]
     leak: dict[str, Any] | None
+    scores: Scores | None = None
+    floor: Floor | None = None
 
     def recovered(self, threshold_db: float) -> int:
         """Records rebuilt at `threshold_db` or more."""
@@ -47,7 +52,8 @@ class Side:
 
 @dataclass(frozen=True)
 class Trial:
-    """The active side and the passive side of one seed, with the plan and what the liar sent."""
+    """The active side and the passive side of one seed, with the plan, what the liar sent, and the
+    rows of the victim's batch both sides attacked."""
 
     plan: OverridePlan
     active: Side
@@ -55,6 +61,7 @@ class Trial:
     records: int
     goal: Tensor
     message: Tensor
+    rows: Tensor
 
 
 def override_trial(build: Callable[[], Defense], *, victim: int, round: int, liar: int | None = None,
@@ -76,7 +83,7 @@ def override_trial(build: Callable[[], Defense], *, victim: int, round: int, lia
     sides = [_scored(recover(transcript, victim, plan.recovery_round, setup.model, setup.data, batch_size,
                              setup.seed, tolerance), rows, setup.data, setup.seed, batch_size)
              for transcript in (heard, honest)]
-    return Trial(plan, sides[0], sides[1], len(rows), strategy.goal, strategy.message)
+    return Trial(plan, sides[0], sides[1], len(rows), strategy.goal, strategy.message, rows)
 
 
 def _run(defense: Defense, tap: Coalition, plan: OverridePlan, rounds: int) -> tuple[Transcript, Tensor]:
@@ -99,4 +106,40 @@ def _scored(reconstruction: Reconstruction, rows: Tensor, data: Dataset, seed: i
     for slot, record in enumerate(paired):
         psnr[record], ssim[record] = scores.per_image["psnr"][slot], scores.per_image["ssim"][slot]
     floor = noise_floor(data, rows, seed, size=batch_size)
-    return Side(reconstruction, tuple(psnr), tuple(ssim), decide(images, scores, floor, data.normalisation).record())
+    return Side(reconstruction, tuple(psnr), tuple(ssim), decide(images, scores, floor, data.normalisation).record(),
+                scores, floor)
+
+
+@dataclass(frozen=True)
+class TrapWeights:
+    """Trap-weight state override: a malicious neighbour sets the victim's next model to trap
+    weights and reads its batch off the release that follows (`override_trial`), beside the same
+    agents listening honestly to the same run. `tolerance`: how close two trap units' ratios must
+    be to count as one record (`privaudit.attacks.active.recovery.TOLERANCE`)."""
+
+    title: ClassVar[str] = "Trap-weight state override (malicious neighbour)"
+    tolerance: float = TOLERANCE
+
+    def __post_init__(self) -> None:
+        if not 0 < self.tolerance < 1:
+            raise ValueError(f"tolerance must lie in (0, 1), got {self.tolerance}")
+
+    @staticmethod
+    def refusal(defense: str) -> str | None:
+        """Why it does not apply to `defense` (one line), or None."""
+        return override_refusal(defense)
+
+    @staticmethod
+    def applies_to() -> tuple[str, ...]:
+        """The registered defenses it applies to: those whose averaging it solves and whose step
+        mixes what the wire delivers (`Defense.delivers`)."""
+        return tuple(name for name in OVERRIDE_DEFENSES if override_refusal(name) is None)
+
+    def run(self, build: Callable[[], Defense], *, victim: int, round: int, liar: int | None = None,
+            agents: Iterable[int] | None = None) -> Trial:
+        """`override_trial` with this attack's tolerance."""
+        return override_trial(build, victim=victim, round=round, liar=liar, agents=agents, tolerance=self.tolerance)
+
+
+ACTIVE_ATTACKS: dict[str, type[TrapWeights]] = {"trap_weights": TrapWeights}
+"""The active attacks by the name an `[[attack]]` table's `kind` gives them (threat = "malicious")."""
