@@ -2,6 +2,8 @@
 a normal law is fitted to the scores with the canary only where they look normal, and the report's
 "Released model" section sets each run's last-iterate audits beside its transcript audits."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,25 @@ def test_natural_canaries_are_held_out_records_and_their_released_audit_runs():
 
 def torch_equal(a, b) -> bool:
     return bool((a == b).all())
+
+
+def test_a_users_defense_without_a_view_has_its_released_model_audited(tmp_path, monkeypatch, third_party):
+    """A defense a user brings with no view at all (no extractor, no model view: nothing reads its
+    messages) still has final states: its released model takes canary audits and membership."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "data"))
+    table = {"kind": "released_user_defense:NoisyLocal", "label": "mine", "topology": "ring", "agents": 4,
+             "model": "logreg", "rounds": 4, "eval_every": 4, "sigma": 0.5}
+    campaign = parse_campaign({"campaign": {"name": "t", "seeds": [0], "imports": ["released_user_defense"]},
+                               "data": {"max_train": 100}, "defense": [table],
+                               "audit": [{"kind": "canary", "label": "deployed", "threat": "released_model", "runs": 32},
+                                         {"kind": "canary", "label": "deployed, natural", "runs": 32,
+                                          "threat": "released_model", "canary": "natural"}],
+                               "membership": [{"label": "deployed models", "threat": "released_model",
+                                               "victims": [0, 1], "references": 2, "non_members": 20,
+                                               "rmia_samples": 20, "bootstrap": 0}]}, allow_code=True)
+    rows = run_campaign(campaign, "# t", tmp_path, progress=False, say=lambda _: None).rows()
+    done = [row for row in rows if row.get("type") in ("audit", "membership")]
+    assert len(done) == 3 and all(row["status"] == "ok" for row in done), [row.get("status") for row in done]
+    [run] = released_section(rows)["runs"]
+    assert [entry["scope"] for entry in run["entries"]] == ["last iterate", "last iterate"]
+    assert {entry["agent"] for entry in run["agents"]} == {0, 1}

@@ -1028,14 +1028,15 @@ class Campaign(BaseModel):
         """The defense tables membership table `index` applies to."""
         table = self.membership[index]
         chosen = _named(self.defense, table.defense)
-        if table.target == "intercepted":
+        if not table.final:
             chosen = _supporting(chosen, MODEL_VIEWS, table.defense is not None, "sends no model an attacker can read",
                                  "sends a model an attacker can read")
         return [k for k, _ in chosen]
 
     def audit_targets(self, index: int) -> list[int]:
         """The defense tables canary, reconstruction or position audit `index` runs on (none for a
-        mechanism audit); a reconstruction audit's, those whose view has its scenario's extractor; a
+        mechanism audit); a released-model canary audit's, every table it names (it reads final states,
+        which every defense has); a reconstruction audit's, those whose view has its scenario's extractor; a
         position audit's, those whose states follow an exact public recurrence (their view's
         dynamics) and whose view states a canary channel."""
         table = self.audit[index]
@@ -1044,6 +1045,8 @@ class Campaign(BaseModel):
         if table.kind == "reconstruction":
             return [k for k, _ in self._extracting(_named(self.defense, table.defense), table.scenario,
                                                    table.defense is not None)]
+        if table.threat in RELEASED_THREATS:
+            return [k for k, _ in _named(self.defense, table.defense)]
         if table.kind == "position":
             kinds = {kind for kind, model in DYNAMICS.items() if model.exact and kind in CHANNELS}
             lacks, has = ("follows no exact public state recurrence with a canary channel",

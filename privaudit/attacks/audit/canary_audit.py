@@ -63,7 +63,8 @@ from privaudit.attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_c
                                              outlier_canaries, record_canaries, with_records)
 from privaudit.attacks.audit.canary_statistics import (MODEL_SAMPLES, Candidates, Laws, held_out_split,
                                                       simulated_scores, whole_run_bound)
-from privaudit.attacks.audit.channels import Channel, ProjectionChannel, Reading, RoundLaw, log_likelihood_ratio
+from privaudit.attacks.audit.channels import (Channel, PairChannel, ProjectionChannel, Reading, RoundLaw,
+                                              log_likelihood_ratio)
 from privaudit.attacks.audit.estimates import gdp_estimate
 from privaudit.attacks.audit.one_run import one_run_eps, one_run_gdp_eps, one_run_gdp_mu
 from privaudit.defenses import DEFENSES
@@ -193,16 +194,27 @@ class LawFree:
 
 @functools.cache
 def _projection_channel(kind: str, adjacency: str, coordinate: bool, norm: float) -> Channel:
+    """The law-free channel of `kind`'s extractors; with none (a released-model game's only: a game
+    that reads messages refuses such a defense first, `_law_free`), the canary pair alone."""
     extractors = [views.EXTRACTORS[kind, scenario] for scenario in views.scenarios(kind)]
+    if not extractors:
+        return PairChannel(kind, adjacency, coordinate, norm)
     return ProjectionChannel(kind, extractors, adjacency, coordinate, norm)
 
 
 def _law_free(kind: str, claim: Claim, canary_norm: float | None, public: dict[str, Any]) -> LawFree:
-    """The law-free set-up of `kind`: the claim's relation (else its view channel's, else
-    replace-one), the view channel's coordinate choice and canary length where it has one."""
+    """The law-free set-up of `kind` (`_relation`), for an attacker that reads its messages: one
+    line when its view registers no extractor to read them with."""
     if not views.scenarios(kind):
         raise ConfigError(f"defense '{kind}' has no extractor: its view registers none, so no attacker reading of its "
                           "messages exists to audit (privaudit.attacks.views.register_extractor)")
+    return _relation(kind, claim, canary_norm, public)
+
+
+def _relation(kind: str, claim: Claim, canary_norm: float | None, public: dict[str, Any]) -> LawFree:
+    """The canary pair of `kind` without a law: the claim's relation (else its view channel's, else
+    replace-one), the view channel's coordinate choice and canary length where it has one. A
+    released-model game needs no more: it reads final states, which every defense has."""
     shipped = views.CHANNELS.get(kind)
     adjacency = (claim.neighbours.change if claim.neighbours is not None
                  else shipped.adjacency if shipped is not None else "replace-one")
@@ -306,7 +318,7 @@ def _released_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, 
         law_free, channel = None, views.channel(kind)
         norm = canary_norm if canary_norm is not None else channel.canary_norm(public)
     else:
-        law_free = _law_free(kind, claim, canary_norm, public)
+        law_free = _relation(kind, claim, canary_norm, public)
         channel, norm = law_free.channel(kind), law_free.norm
     if canary != "gradient" and not 0 <= canary_label < setup.data.num_classes:
         raise ConfigError(f"canary_label {canary_label} is not a class (0..{setup.data.num_classes - 1})")

@@ -178,6 +178,31 @@ class Channel(ABC):
         defense's clipping, in the units `Reading.gain` multiplies."""
 
 
+class PairChannel(Channel):
+    """The canary pair of a released-model game on a defense whose view registers no extractor: the
+    attacker reads final states, never a message, so the game needs only the relation the pair
+    tests and the gradient canary's length. It reads nothing and states no law."""
+
+    def __init__(self, defense: str, adjacency: Adjacency, coordinate: bool = False, norm: float = 1.0) -> None:
+        self.defense, self.adjacency, self.coordinate, self.norm = defense, adjacency, coordinate, norm
+        self.pair = ("one of the victim's records replaced by the canary, or by the anti-canary"
+                     if adjacency == "replace-one" else "the canary record added to the victim's data, or absent")
+        self.extractors = []
+
+    def canary_norm(self, hyper: Mapping[str, Any]) -> float:
+        return self.norm
+
+    def read(self, transcript: Transcript, victims: list[int], round: int, scenarios: list[str],
+             records: int) -> list[Reading]:
+        raise ValueError(f"'{self.defense}' registers no extractor: a released-model game reads no message")
+
+    def law(self, public: PublicKnowledge, round: int, records: int) -> RoundLaw:
+        raise ValueError(f"'{self.defense}' states no law: a released-model game reads final states")
+
+    def clipped(self, hyper: Mapping[str, Any], lengths: Tensor) -> Tensor:
+        return lengths
+
+
 def fixed_batch(batch_size: int, records: int) -> float:
     """Inclusion probability of one record in a batch of `batch_size` drawn without replacement from
     `records`."""
