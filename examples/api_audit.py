@@ -12,8 +12,14 @@ claim it states; it exits 1 if any verdict is refuted (a privacy gate in three l
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import privaudit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+"""The repository root first: a script's own folder heads `sys.path`, not the root that holds this
+`examples` package, and another distribution's top-level `examples` (Opacus installs one) would
+otherwise be found instead."""
 
 CAMPAIGN = {
     "campaign": {"name": "api_example", "seeds": [0], "imports": ["examples.laplace_gossip"]},

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from privaudit.attacks import extraction as extract
+from privaudit.attacks import views
 from privaudit.attacks.views import EXTRACTORS, MODEL_VIEWS, register_extractor
 from privaudit.defenses import DEFENSES
 from privaudit.campaign.cells import build_defense, expand
 from privaudit.campaign.config import parse_campaign
+from privaudit.defenses.external import load_attribute
 from privaudit.cli import main
 from tests.import_graph import PACKAGES, Contract, broken, read_graph
 from tests.test_layers import ROOT
@@ -25,7 +27,8 @@ PATH = "examples.laplace_gossip:LaplaceGossip"
 def registries():
     """Every test starts with the example not imported and leaves the registries as it found them
     (other tests compare the registries with the shipped defenses)."""
-    saved = [(registry, dict(registry)) for registry in (DEFENSES, EXTRACTORS, MODEL_VIEWS)]
+    saved = [(registry, dict(registry)) for registry in (DEFENSES, EXTRACTORS, MODEL_VIEWS, views.CHANNELS,
+                                                         views.DYNAMICS, views.NOISE, views.BATCH_SIZES)]
     _forget_examples()
     yield
     _forget_examples()
@@ -210,3 +213,17 @@ def test_a_shipped_extractor_cannot_be_replaced():
         register_extractor(extract.Extractor("dpsgd", "state_difference", len, shipped.kinds, "", shipped.links,
                                              shipped.rounds))
     assert register_extractor(shipped) is shipped
+
+
+def test_a_package_another_distribution_shadows_is_named_where_it_was_found(tmp_path, monkeypatch):
+    """A top-level package of the user's name installed by someone else (Opacus ships `examples`)
+    is found first; the error says where, so the user sees why their module is missing."""
+    shadow = tmp_path / "site" / "shadowing"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    with pytest.raises(ValueError) as error:
+        load_attribute("shadowing.mine:Defense")
+    sys.modules.pop("shadowing", None)
+    message = str(error.value)
+    assert "\n" not in message and "package 'shadowing' was found at" in message and str(shadow) in message

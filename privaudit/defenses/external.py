@@ -322,7 +322,7 @@ def _import(module: str, where: str) -> ModuleType:
     except ModuleNotFoundError as error:
         here = os.getcwd()
         if here in sys.path or "" in sys.path:
-            raise ValueError(f"{where}cannot import module '{module}' ({error})") from None
+            raise ValueError(f"{where}cannot import module '{module}' ({error}{_shadowed(module)})") from None
     sys.path.append(here)
     importlib.invalidate_caches()
     try:
@@ -332,7 +332,19 @@ def _import(module: str, where: str) -> ModuleType:
         if isinstance(error, ValueError):
             raise
         raise ValueError(f"{where}cannot import module '{module}' ({error}; searched sys.path and the current "
-                         f"directory)") from None
+                         f"directory{_shadowed(module)})") from None
+
+
+def _shadowed(module: str) -> str:
+    """Where the top-level package of `module` was found, when it was but lacks the rest: another
+    distribution's package of the same name (Opacus installs a top-level `examples`) shadows the
+    user's."""
+    top = module.partition(".")[0]
+    found = sys.modules.get(top)
+    origin = getattr(found, "__file__", None)
+    if top == module or origin is None:
+        return ""
+    return f"; package '{top}' was found at {os.path.dirname(origin)}, which another installed package may own"
 
 
 def _import_once(module: str, where: str) -> ModuleType:
