@@ -90,6 +90,8 @@ class Neighbours:
 
 ThreatKind = Literal["honest-but-curious", "eavesdropper", "any adversary"]
 THREAT_KINDS: tuple[ThreatKind, ...] = ("honest-but-curious", "eavesdropper", "any adversary")
+_THREAT_PHRASES = {"honest-but-curious": "honest-but-curious agents", "eavesdropper": "an external eavesdropper",
+                   "any adversary": "any adversary"}
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ class ClaimThreat:
 
     def words(self) -> str:
         """The threat model in one phrase, for rows and reports."""
-        return f"{self.kind} ({self.source})"
+        return f"{_THREAT_PHRASES[self.kind]} ({self.source})"
 
 
 @dataclass(frozen=True)
