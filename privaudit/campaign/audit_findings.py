@@ -58,7 +58,7 @@ from privaudit.attacks.audit.one_run import one_run_eps
 from privaudit.attacks.audit.position import model_work, position_audit, positions
 from privaudit.attacks.audit.reconstruction_bounds import reconstruction_bound
 from privaudit.attacks.audit.reconstruction_game import ReconstructionGame, make_reconstruction_game, play
-from privaudit.attacks.audit.verdict import Verdict, active_adversary, decide, threat_words
+from privaudit.attacks.audit.verdict import Verdict, decide, threat_words
 from privaudit.attacks.inversion import INVERSIONS
 from privaudit.attacks.views import EXTRACTORS
 from privaudit import __version__, devices
@@ -67,6 +67,7 @@ from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand, shipp
 from privaudit.campaign.config import AuditConfig, parse_campaign
 from privaudit.errors import ConfigError
 from privaudit.progress import Progress
+from privaudit.threats import ACTIVE_THREATS
 from privaudit.limits import limit, require
 from privaudit.models import TORCHVISION
 
@@ -366,6 +367,14 @@ def _counted(record: dict[str, Any]) -> str:
     if isinstance(record.get("guesses"), int):
         return f"its {record['guesses']} guesses among {record['canaries']} canaries"
     return f"its {record['runs_per_side']:,} runs per side"
+
+
+def active_adversary(threat: str | None) -> str | None:
+    """What the adversary of an audit's threat model did, in words, where it sends crafted messages
+    (`privaudit.threats.ACTIVE_THREATS`): `decide`'s `active`; None for a threat that only listens."""
+    if threat not in ACTIVE_THREATS:
+        return None
+    return f"an active adversary (the {threat} threat: a participant that sent crafted messages)"
 
 
 def canary_verdict(record: dict[str, Any], claim: Claim, threat: str | None = None) -> dict[str, Any]:

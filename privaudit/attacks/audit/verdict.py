@@ -41,7 +41,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from privaudit.accounting import Claim
-from privaudit.threats import ACTIVE_THREATS
 
 Status = Literal["refuted", "conditionally refuted", "outside threat model", "outside range", "consistent",
                  "inconclusive", "not evaluable"]
@@ -83,14 +82,6 @@ def conditions(claim: Claim, ratio: float) -> tuple[str, ...]:
         side = "<" if constant.power > 0 else ">"
         found.append(f"{constant.name} {side} {edge:.3g} (assumed {constant.assumed:g})")
     return tuple(found)
-
-
-def active_adversary(threat: str | None) -> str | None:
-    """What the adversary of a threat model did, in words, where it sends crafted messages
-    (`privaudit.threats.ACTIVE_THREATS`): `decide`'s `active`; None for a threat that only listens."""
-    if threat not in ACTIVE_THREATS:
-        return None
-    return f"an active adversary (the {threat} threat: a participant that sent crafted messages)"
 
 
 def threat_words(claim: Claim) -> str:
