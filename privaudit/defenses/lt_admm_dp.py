@@ -102,9 +102,9 @@ def is_paper_setting(rounds: int, tau: int, zeta: float, batch_size: int, sigma_
 
 
 THREAT = ClaimThreat("any adversary", (
-    "seed 002 §V: \"we prove that a malicious agent observing the results of agent i's local training, x_{i,k}, "
-    "cannot distinguish\" adjacent minibatches; Theorem 2's per-step sensitivity 2ζ bounds the smooth-clipped "
-    "mean whatever point it is computed at, so it holds against an agent that sets that point"))
+    "seed 002 §V: \"we prove that a malicious agent observing the results of\" agent i's local training x_{i,k} "
+    "\"cannot distinguish\" adjacent minibatches; and (privaudit's reading) Theorem 2's per-step sensitivity 2ζ "
+    "holds for the smooth-clipped mean at whatever point it is computed, so an agent that sets that point is covered"))
 """Who Theorem 2 is stated against: the paper's malicious agent, which the mechanism's clipping supports."""
 
 

@@ -119,8 +119,8 @@ Ceiling = Literal["ceil", "strict", "none"]
 
 
 THREAT = ClaimThreat("honest-but-curious", (
-    "seed 003 §2.2: \"the following passive attackers\": \"semi-honest agents [that] follow the specified protocol "
-    "and perform the correct computations\" and \"external eavesdroppers\" wiretapping every channel"))
+    "seed 003 §2.2: \"the following passive attackers\": semi-honest agents that \"follow the specified protocol and "
+    "perform the correct computations\" and \"external eavesdroppers\" wiretapping every channel"))
 """Who the theorems are stated against, read from the paper: passive attackers only."""
 
 
