@@ -19,8 +19,7 @@ from privaudit.attacks.audit.verdict import decide
 from privaudit.campaign.audit_findings import active_adversary, canary_verdict, game_for_table
 from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.run import run_campaign
-from privaudit.defenses import DEFENSES
-from privaudit.defenses.external import ASSUMED_THREAT, DEFAULT_THREAT, checked_claim, threat_warning
+from privaudit.defenses.external import ASSUMED_THREAT, DEFAULT_THREAT, SHIPPED, checked_claim, threat_warning
 from privaudit.reports.html import runs_of
 from privaudit.reports.verdicts import verdict_section, verdict_summary
 from privaudit.rows import ClaimRecord, Verdict
@@ -46,7 +45,7 @@ def claims() -> dict[str, Claim]:
 
 
 def test_every_shipped_defense_is_checked_here():
-    assert set(EXPECTED) == set(DEFENSES) == set(CONFIGS)
+    assert set(EXPECTED) == set(SHIPPED) == set(CONFIGS)
 
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
