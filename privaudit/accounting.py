@@ -88,6 +88,39 @@ class Neighbours:
         return f"{self.change}, {what}" + (f" ({self.premise})" if self.premise else "")
 
 
+ThreatKind = Literal["honest-but-curious", "eavesdropper", "any adversary"]
+THREAT_KINDS: tuple[ThreatKind, ...] = ("honest-but-curious", "eavesdropper", "any adversary")
+_THREAT_PHRASES = {"honest-but-curious": "honest-but-curious agents", "eavesdropper": "an external eavesdropper",
+                   "any adversary": "any adversary"}
+
+
+@dataclass(frozen=True)
+class ClaimThreat:
+    """The adversary a claim's theorem is stated against, which decides what evidence can refute it.
+
+    `kind` is "honest-but-curious" (agents, colluding or not, that follow the protocol and keep
+    what they receive), "eavesdropper" (an outsider who hears the messages on the links) or "any
+    adversary" (the theorem bounds what anyone who observes the releases learns, whatever they send:
+    a clipped and noised release is DP whatever point it is computed at, so adaptive
+    composition covers an agent that chooses that point). `source` is where that reading comes
+    from: the paper's words and section, or, where no paper text was read, privaudit's reading of
+    the mechanism, said as such. An active attack (one that sends crafted messages) is outside a
+    claim whose kind is not "any adversary": its result is a finding there, never a refutation
+    (`privaudit.attacks.audit.verdict.decide`)."""
+
+    kind: ThreatKind
+    source: str
+
+    @property
+    def covers_active(self) -> bool:
+        """Whether an adversary that sends crafted messages is inside the claim's threat model."""
+        return self.kind == "any adversary"
+
+    def words(self) -> str:
+        """The threat model in one phrase, for rows and reports."""
+        return f"{_THREAT_PHRASES[self.kind]} ({self.source})"
+
+
 @dataclass(frozen=True)
 class AssumedConstant:
     """A constant a claim needs and the paper never gives, with the value assumed to evaluate it.
@@ -118,7 +151,8 @@ class Claim:
     those that follow from the numbers alone (no sound bound, a vacuous claim). `neighbours` is
     the claim's own neighbouring relation (what an audit of it must test, and `eps_sound` is
     computed for), `constants` the constants assumed to evaluate it, which every verdict built
-    on it carries.
+    on it carries, `threat` the adversary its theorem is stated against (`ClaimThreat`: what an
+    active attack's result means for it; None only where nothing is claimed).
     """
 
     defense: str
@@ -137,6 +171,7 @@ class Claim:
     findings: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     neighbours: Neighbours | None = None
     constants: tuple[AssumedConstant, ...] = field(default_factory=tuple)
+    threat: ClaimThreat | None = None
 
     def problem(self) -> str | None:
         """What makes this claim unusable, in words, or None: a privacy loss that is not a number
@@ -155,6 +190,10 @@ class Claim:
         for name in ("defense", "notion", "adjacency", "equation", "sound_method"):
             if not isinstance(getattr(self, name), str):
                 return f"{name} = {getattr(self, name)!r} is not text"
+        if self.threat is not None and not (isinstance(self.threat, ClaimThreat) and self.threat.kind in THREAT_KINDS
+                                            and isinstance(self.threat.source, str) and self.threat.source.strip()):
+            return (f"threat = {self.threat!r} is not a ClaimThreat of a kind in {', '.join(THREAT_KINDS)} "
+                    "with a source in words")
         return None
 
     @classmethod

@@ -20,7 +20,10 @@ them), except where a field says finite. Version history:
   `config.data.content`, `device`, a membership row's `released` and `by_victim`, a position
   pair's `released`) keep the version: a reader of 1 passes them through and reads every row it
   read before. So does an inversion row's `active` (issue 39: an active attack's record, with the
-  passive attack on the same run beside it), absent from every passive attack's row.
+  passive attack on the same run beside it), absent from every passive attack's row, and the
+  claim's threat model (issue 39: a training row's `claim.threat`, beside its `neighbours`, and a
+  verdict's `threat`, naming the adversary the judged claim is stated against), absent from rows
+  written before it and from claims of no privacy.
 """
 
 from __future__ import annotations
@@ -90,6 +93,14 @@ class Finding(_Record):
     text: Text
 
 
+class ThreatRecord(_Record):
+    """The adversary a claim's theorem is stated against (`privaudit.accounting.ClaimThreat`): its
+    kind and where that reading comes from."""
+
+    kind: Literal["honest-but-curious", "eavesdropper", "any adversary"]
+    source: Text
+
+
 class ClaimRecord(_Record):
     notion: Text | None = None
     adjacency: Text | None = None
@@ -103,6 +114,7 @@ class ClaimRecord(_Record):
     sound_method: Text | None = None
     assumptions: list[Text] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
+    threat: ThreatRecord | None = None
 
 
 class RunShape(_Record):
@@ -375,6 +387,9 @@ class Verdict(_Record):
     reason: Text | None = None
     statement: Text | None = None
     conditions: list[Text] = Field(default_factory=list)
+    threat: Text | None = Field(None, description=(
+        "the judged claim's threat model in words (`privaudit.accounting.ClaimThreat.words`); absent in rows "
+        "written before issue 39 and where the claim states none"))
 
 
 class CurvePoint(_Record):

@@ -58,7 +58,7 @@ from privaudit.attacks.audit.one_run import one_run_eps
 from privaudit.attacks.audit.position import model_work, position_audit, positions
 from privaudit.attacks.audit.reconstruction_bounds import reconstruction_bound
 from privaudit.attacks.audit.reconstruction_game import ReconstructionGame, make_reconstruction_game, play
-from privaudit.attacks.audit.verdict import Verdict, decide
+from privaudit.attacks.audit.verdict import Verdict, decide, threat_words
 from privaudit.attacks.inversion import INVERSIONS
 from privaudit.attacks.views import EXTRACTORS
 from privaudit import __version__, devices
@@ -67,6 +67,7 @@ from privaudit.campaign.cells import AuditCell, Cell, build_setup, expand, shipp
 from privaudit.campaign.config import AuditConfig, parse_campaign
 from privaudit.errors import ConfigError
 from privaudit.progress import Progress
+from privaudit.threats import ACTIVE_THREATS
 from privaudit.limits import limit, require
 from privaudit.models import TORCHVISION
 
@@ -368,27 +369,36 @@ def _counted(record: dict[str, Any]) -> str:
     return f"its {record['runs_per_side']:,} runs per side"
 
 
-def canary_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
+def active_adversary(threat: str | None) -> str | None:
+    """What the adversary of an audit's threat model did, in words, where it sends crafted messages
+    (`privaudit.threats.ACTIVE_THREATS`): `decide`'s `active`; None for a threat that only listens."""
+    if threat not in ACTIVE_THREATS:
+        return None
+    return f"an active adversary (the {threat} threat: a participant that sent crafted messages)"
+
+
+def canary_verdict(record: dict[str, Any], claim: Claim, threat: str | None = None) -> dict[str, Any]:
     """The canary audit's verdict on `claim` (the defense's, for the run audited), by the one rule
     of `privaudit.attacks.audit.verdict`: the bound exceeds the claim when the canary's ε_LB exceeds the ε the
     paper's formula gives at the claim's δ (for a (0, δ) claim: when δ_LB at ε = 0 exceeds the
     claimed δ). The audit could not have refuted the claim when even an error-free test on its
     runs stays at or below it. Not evaluable when the defense claims no privacy, or when the
-    audited channel's unit is not the claim's (the row says why)."""
+    audited channel's unit is not the claim's (the row says why). Evidence from an active `threat`
+    judges only a claim stated against any adversary (`privaudit.accounting.ClaimThreat`)."""
     eps_lb, claimed, delta = record["eps_lb"], record["eps_claimed"], record["delta"]
     confidence = f"{record['confidence']:.0%} confidence"
     forced = f"the canary forces ε ≥ {eps_lb:.4g} at δ = {delta:.3g} ({confidence})"
     if claimed is None:
         return Verdict("not evaluable", None, f"no DP claim is made; {forced}").as_dict()
     if record.get("unaudited"):
-        return Verdict("not evaluable", None, f"{record['unaudited']}; {forced}").as_dict()
+        return Verdict("not evaluable", None, f"{record['unaudited']}; {forced}", threat=threat_words(claim)).as_dict()
     if record.get("delta_lb") is not None:
         delta_lb = record["delta_lb"]
         exceeds = delta_lb > delta
         measured = (f"the canary forces δ ≥ {delta_lb:.4g} at ε = {claimed:.4g} ({confidence}), "
                     f"{'above' if exceeds else 'not above'} the claimed δ = {delta:.3g}")
         return decide(claim, f"({claimed:.4g}, {delta:.3g})-DP", exceeds=exceeds, found=delta_lb > 0,
-                      measured=measured, partial=_partial(record)).as_dict()
+                      measured=measured, partial=_partial(record), active=active_adversary(threat)).as_dict()
     exceeds = eps_lb > claimed
     measured = f"{forced}, {'above' if exceeds else 'not above'} the claimed ε = {claimed:.4g}"
     ceiling = _ceiling(record)
@@ -400,7 +410,7 @@ def canary_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
         measured += f" (an error-free test would reach ε ≥ {ceiling:.4g})"
     return decide(claim, f"(ε = {claimed:.4g}, δ = {delta:.3g})-DP", exceeds=exceeds, found=eps_lb > 0,
                   measured=measured, ratio=eps_lb / claimed if claimed > 0 else math.inf,
-                  powerless=powerless, partial=_partial(record)).as_dict()
+                  powerless=powerless, partial=_partial(record), active=active_adversary(threat)).as_dict()
 
 
 def _partial(record: dict[str, Any]) -> str | None:
@@ -488,7 +498,7 @@ def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
         "eps_estimate": record.get("eps_estimate"),
         "estimate_method": record.get("estimate_method"),
         "exact": None,
-        "verdict": canary_verdict(record, game.claim),
+        "verdict": canary_verdict(record, game.claim, game.threat),
         "tightness": {"of": "delta", "sound": None, "exact": None} if record.get("delta_lb") is not None else
         {"of": "eps", "sound": record["eps_lb"] / sound if sound else None, "exact": None},
         "curve": [],
@@ -548,7 +558,7 @@ def position_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
         "eps_estimate": strongest["eps_estimate"],
         "estimate_method": strongest["estimate_method"],
         "exact": None,
-        "verdict": canary_verdict(record, game.claim),
+        "verdict": canary_verdict(record, game.claim, game.threat),
         "tightness": {"of": "eps", "sound": strongest["eps_lb"] / sound if sound else None, "exact": None},
         "curve": [],
         "attack": (f"{table.runs:,} runs per world and victim, one {table.canary} canary at "
@@ -600,11 +610,12 @@ def reconstruction_delta(claim: Claim, asked: float | None) -> float:
     return audit_delta(claim, asked)
 
 
-def reconstruction_verdict(record: dict[str, Any], claim: Claim) -> dict[str, Any]:
+def reconstruction_verdict(record: dict[str, Any], claim: Claim, threat: str | None = None) -> dict[str, Any]:
     """The reconstruction audit's verdict on `claim`, by the one rule of `privaudit.attacks.audit.verdict`:
     the bound exceeds the claim when ε_LB at the bound's δ exceeds the ε the claim gives for
     replacing one record at a δ no larger. The audit could not have refuted the claim when even
-    every trial succeeding stays at or below it, or when its δ is below the claim's."""
+    every trial succeeding stays at or below it, or when its δ is below the claim's. Trials of an
+    active `threat` judge only a claim stated against any adversary."""
     eps_lb, delta = record["eps_lb"], record["delta"]
     forced = (f"the reconstructions ({record['successes']} of {record['trials']} trials succeeding, the prior's "
               f"baseline κ ≤ {record['kappa']:.3g}) force ε ≥ {eps_lb:.4g} at δ = {delta:.3g} for replacing one "
@@ -613,7 +624,7 @@ def reconstruction_verdict(record: dict[str, Any], claim: Claim) -> dict[str, An
     if compared is None:
         return Verdict("not evaluable", None, f"no DP claim is made; {forced}").as_dict()
     if isinstance(compared, str):
-        return Verdict("not evaluable", None, f"{compared}; {forced}").as_dict()
+        return Verdict("not evaluable", None, f"{compared}; {forced}", threat=threat_words(claim)).as_dict()
     eps, claimed_delta = compared
     exceeds = eps_lb > eps and delta >= claimed_delta
     doubled = "" if claim.neighbours.change == "replace-one" else f" (2 × ε = {claim.eps_claimed:.4g} of add/remove)"
@@ -631,7 +642,7 @@ def reconstruction_verdict(record: dict[str, Any], claim: Claim) -> dict[str, An
         measured += f" (every trial succeeding would give ε ≥ {ceiling:.4g})"
     return decide(claim, f"(ε = {eps:.4g}, δ = {claimed_delta:.3g})-DP for replacing one record", exceeds=exceeds,
                   found=eps_lb > 0, measured=measured, ratio=eps_lb / eps if eps > 0 else math.inf,
-                  powerless=powerless).as_dict()
+                  powerless=powerless, active=active_adversary(threat)).as_dict()
 
 
 def reconstruction_relation(claim: Claim) -> dict[str, Any]:
@@ -693,7 +704,7 @@ def played_reconstruction(game: ReconstructionGame, training: Cell, *, trials: i
         "eps_estimate": None,
         "estimate_method": None,
         "exact": None,
-        "verdict": reconstruction_verdict(record, claim),
+        "verdict": reconstruction_verdict(record, claim, game.threat),
         "tightness": {"of": "eps", "sound": record["eps_lb"] / sound_compared if sound_compared else None,
                       "exact": None},
         "curve": [],

@@ -16,7 +16,7 @@ from typing import Any
 
 from privaudit.attacks.views import noise
 from privaudit.defenses.base import Defense
-from privaudit.defenses.external import relation_warning
+from privaudit.defenses.external import relation_warning, threat_warning
 from privaudit.models import model_note
 from privaudit import __version__, devices
 from privaudit.campaign.active_findings import active_headline, active_row, check_active
@@ -155,7 +155,7 @@ class TrainingJob:
                 raise
             warnings.append(f"{error} (its cells will be failed rows)")
         else:
-            warnings += filter(None, [relation_warning(claim)])
+            warnings += filter(None, [relation_warning(claim), threat_warning(claim)])
         note = model_note(defense.setup.model.module)
         if note:
             warnings.append(f"{self.cell.label}: model {self.cell.run.model!r} is trained as changed: {note}")

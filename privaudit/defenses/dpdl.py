@@ -79,7 +79,8 @@ from pydantic import Field, model_validator
 from torch import Tensor
 
 from privaudit.defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, AssumedConstant, Claim, Neighbours,
+from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, AssumedConstant, Claim, ClaimThreat,
+                                  Neighbours,
                                   without_replacement_epsilon)
 from privaudit.grads import clipped_sums
 from privaudit.setup import Setup
@@ -87,6 +88,13 @@ from privaudit.wire import Kind, Wire
 
 # Largest per-sample gradient tensor (rows × B × P floats) computed in one call.
 _CHUNK_FLOATS = 2**26
+
+
+THREAT = ClaimThreat("eavesdropper", (
+    "seed 000 §III: \"an adversary may eavesdrop on their communications\"; Appendix A, Theorem 1's proof: "
+    "an adversary reconstructs an agent's data \"by eavesdropping on the communications to its peers\". The "
+    "paper names no agent that sends crafted models"))
+"""Who Theorem 1 is stated against, read from the paper: a listener on the links."""
 
 
 class DPDLParams(DefenseParams):
@@ -337,6 +345,7 @@ class DPDL(Defense):
         return Claim(
             findings=tuple(out_of_range),
             neighbours=Neighbours("replace-one", "record", "Def. 3: one record of an agent's local dataset replaced"),
+            threat=THREAT,
             constants=self._constants(),
             defense=self.name,
             notion="(ε, δ)-DP",

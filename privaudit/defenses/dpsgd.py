@@ -25,7 +25,7 @@ from pydantic import Field
 from torch import Tensor
 
 from privaudit.defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import Claim, Neighbours, epsilon, sound_method, subsampled_gaussian, tightest
+from privaudit.accounting import Claim, ClaimThreat, Neighbours, epsilon, sound_method, subsampled_gaussian, tightest
 from privaudit.grads import batch_grads, clipped_sums
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
@@ -117,6 +117,7 @@ class DPDPSGD(DPSGD):
             notion="(ε, δ)-DP",
             adjacency="add/remove one record of an agent's local dataset",
             neighbours=Neighbours("add/remove", "record", "one record of an agent's local dataset added or removed"),
+            threat=self.claim_threat(),
             eps_claimed=epsilon(event, p.delta, "rdp"),
             eps_stated=None,
             eps_sound=epsilon(event, p.delta, sound),
@@ -127,6 +128,14 @@ class DPDPSGD(DPSGD):
             assumptions=(f"worst agent: q = B / min_i |D_i| = {q:.4g}", *assumptions),
             statements=statements,
         )
+
+    def claim_threat(self) -> ClaimThreat:
+        """Who the claim holds against: anyone who observes the releases, a lying neighbour
+        included. No paper text of DP-D-PSGD was read; this is the mechanism's own property."""
+        return ClaimThreat("any adversary", (
+            "privaudit's reading of the mechanism, no paper text read: each round releases one per-sample clipped "
+            "gradient sum plus N(0, σ²C² I), DP whatever model it is computed at, so DP-SGD's composition "
+            "(Abadi et al. 2016) holds adaptively, also against a neighbour that chooses that model"))
 
     def claim_words(self, rounds: int, q: float) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
         """The claim's equation in words, its assumptions beyond the worst agent's rate, and what

@@ -57,7 +57,7 @@ from importlib import metadata
 from types import ModuleType
 
 from privaudit.defenses.base import DEFENSES, Defense, DefenseParams
-from privaudit.accounting import Claim, Neighbours
+from privaudit.accounting import Claim, ClaimThreat, Neighbours
 
 ENTRY_POINTS = "privaudit.defenses"
 """The entry-point group installed packages list their defenses in."""
@@ -163,6 +163,28 @@ ASSUMED_RELATION = ("the claim states no neighbouring relation: privaudit audits
 """The assumption a claim given `DEFAULT_NEIGHBOURS` carries, in the words `claims` prints."""
 
 
+DEFAULT_THREAT = ClaimThreat("honest-but-curious", "privaudit's default: the claim states no threat model")
+"""The threat model a defense written elsewhere is judged under when its claim states an ε but no
+`threat`: honest-but-curious agents, the weakest adversary a decentralized claim is usually stated
+against. It is the conservative reading for the claim: an active attack (one that sends crafted
+messages) is then a finding outside the claim's threat model, never a refutation of a claim whose
+author may not have meant to cover it. The claim carries it as an assumption (`ASSUMED_THREAT`), and
+`check` and `run` warn of it (`threat_warning`)."""
+
+ASSUMED_THREAT = ("the claim states no threat model: privaudit judges it as stated against honest-but-curious agents, "
+                  "so an active attack on it is a finding, never a refutation; state yours in the Claim: "
+                  "threat=ClaimThreat('any adversary', 'your paper's words') (privaudit.accounting.ClaimThreat)")
+"""The assumption a claim given `DEFAULT_THREAT` carries, in the words `claims` prints."""
+
+
+def threat_warning(claim: Claim) -> str | None:
+    """The one line saying that `claim` is judged under `DEFAULT_THREAT` because it states no threat
+    model, and how to state one; None when it states its own."""
+    if claim.threat != DEFAULT_THREAT:
+        return None
+    return f"defense '{claim.defense}': {ASSUMED_THREAT}"
+
+
 def relation_warning(claim: Claim) -> str | None:
     """The one line saying that `claim` is audited under `DEFAULT_NEIGHBOURS` because it states no
     relation, and how to state one; None when it states its own."""
@@ -177,7 +199,8 @@ def checked_claim(defense: Defense, rounds: int) -> Claim:
     raises anything is reported the same way (its code is not ours to trace); a shipped one's
     exception is a bug of privaudit and propagates, as do arithmetic errors, which callers name.
     A claim written elsewhere that states an ε and no neighbouring relation gets
-    `DEFAULT_NEIGHBOURS`, so no audit of it reads as "no privacy claimed" (`relation_warning`)."""
+    `DEFAULT_NEIGHBOURS`, so no audit of it reads as "no privacy claimed" (`relation_warning`); one
+    that states no threat model gets `DEFAULT_THREAT` (`threat_warning`)."""
     try:
         claim = defense.claim(rounds)
     except (OverflowError, ZeroDivisionError, FloatingPointError):
@@ -193,9 +216,13 @@ def checked_claim(defense: Defense, rounds: int) -> Claim:
     problem = claim.problem()
     if problem:
         raise ValueError(f"the claim of defense '{defense.name}' is unusable: {problem}")
-    if claim.neighbours is None and claim.eps_claimed is not None and defense.name not in SHIPPED:
-        return dataclasses.replace(claim, neighbours=DEFAULT_NEIGHBOURS,
-                                   assumptions=(*claim.assumptions, ASSUMED_RELATION))
+    if claim.eps_claimed is None or defense.name in SHIPPED:
+        return claim
+    if claim.neighbours is None:
+        claim = dataclasses.replace(claim, neighbours=DEFAULT_NEIGHBOURS,
+                                    assumptions=(*claim.assumptions, ASSUMED_RELATION))
+    if claim.threat is None:
+        claim = dataclasses.replace(claim, threat=DEFAULT_THREAT, assumptions=(*claim.assumptions, ASSUMED_THREAT))
     return claim
 
 

@@ -79,7 +79,7 @@ from pydantic import Field
 from torch import Tensor
 
 from privaudit.defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, Claim, Neighbours,
+from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, Claim, ClaimThreat, Neighbours,
                                   without_replacement_epsilon)
 from privaudit.grads import batch_grads, smooth_clip
 from privaudit.setup import Setup
@@ -99,6 +99,13 @@ def is_paper_setting(rounds: int, tau: int, zeta: float, batch_size: int, sigma_
     given = {"rounds": rounds, "tau": tau, "zeta": zeta, "batch_size": batch_size, "sigma_e": sigma_e,
              "delta": delta, "samples": samples}
     return all(math.isclose(given[key], value) for key, value in PAPER_SETTING.items())
+
+
+THREAT = ClaimThreat("any adversary", (
+    "seed 002 §V: \"we prove that a malicious agent observing the results of\" agent i's local training x_{i,k} "
+    "\"cannot distinguish\" adjacent minibatches; and (privaudit's reading) Theorem 2's per-step sensitivity 2ζ "
+    "holds for the smooth-clipped mean at whatever point it is computed, so an agent that sets that point is covered"))
+"""Who Theorem 2 is stated against: the paper's malicious agent, which the mechanism's clipping supports."""
 
 
 class LTADMMDPParams(DefenseParams):
@@ -232,6 +239,7 @@ class LTADMMDP(Defense):
             findings=tuple((OUTSIDE_RANGE, text) for text in outside),
             neighbours=Neighbours("replace-one", "record", "seed 002 Definition 1: one datapoint of agent i's "
                                   "local dataset replaced"),
+            threat=THREAT,
             defense=self.name,
             notion="(ε, δ)-DP",
             adjacency="one datapoint of agent i's local dataset (seed 002 §II-C, Definition 1; "

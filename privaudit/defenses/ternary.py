@@ -45,11 +45,18 @@ from pydantic import Field
 from torch import Tensor
 
 from privaudit.defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import Claim, Neighbours
+from privaudit.accounting import Claim, ClaimThreat, Neighbours
 from privaudit.grads import batch_grads
 from privaudit.quantizers import TernaryQuantizerDpEvent, outside, ternary, worst_case_delta
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
+
+
+THREAT = ClaimThreat("honest-but-curious", (
+    "seed 004 §II: \"honest-but-curious attacks\", agents that follow \"all protocol steps correctly\", and "
+    "\"eavesdropping attacks\" by an external wiretapper; §VI adds that privacy holds \"even when an adversary "
+    "has access to all shared messages\", never against one that changes them"))
+"""Who Theorem 3 is stated against, read from the paper: agents that follow the protocol, and listeners."""
 
 
 class TernaryParams(DefenseParams):
@@ -187,6 +194,7 @@ class Ternary(Defense):
             adjacency="quantizer inputs (one agent's state x_i^k) with ‖x − y‖₁ ≤ 1, per iteration",
             neighbours=Neighbours("replace-one", "state", "Theorem 3: two quantizer inputs with ‖x − y‖₁ ≤ 1",
                                   None),
+            threat=THREAT,
             eps_claimed=0.0,
             eps_stated=None,
             eps_sound=None,

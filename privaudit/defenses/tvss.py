@@ -104,7 +104,7 @@ from pydantic import Field, model_validator
 from torch import Tensor
 
 from privaudit.defenses.base import Defense, DefenseParams, register
-from privaudit.accounting import Claim, Neighbours, pure_epsilon
+from privaudit.accounting import Claim, ClaimThreat, Neighbours, pure_epsilon
 from privaudit.grads import clip_l1, per_sample_grads_agents
 from privaudit.setup import Setup
 from privaudit.wire import Kind, Wire
@@ -116,6 +116,12 @@ _CHUNK_FLOATS = 1 << 24
 """Per-sample gradients are computed in chunks of samples holding at most this many floats."""
 
 Ceiling = Literal["ceil", "strict", "none"]
+
+
+THREAT = ClaimThreat("honest-but-curious", (
+    "seed 003 §2.2: \"the following passive attackers\": semi-honest agents that \"follow the specified protocol and "
+    "perform the correct computations\" and \"external eavesdroppers\" wiretapping every channel"))
+"""Who the theorems are stated against, read from the paper: passive attackers only."""
 
 
 class TVSSParams(DefenseParams):
@@ -599,6 +605,7 @@ class _TimeVaryingSamples(Defense):
             statements=tuple(statements),
             neighbours=Neighbours("replace-one", "gradient", "Definition 1: the two data sets' sampled gradients "
                                   "differ in one sample, by at most C in ℓ1", RECORD_FACTOR),
+            threat=THREAT,
             findings=(("premise not enforced",
                        f"Definition 1 assumes one sample changes agent i's gradient by at most C = {p.clip:g} in ℓ1; "
                        f"per-record ℓ1 clipping to C lets a replaced record change it by 2C, so at the record level "

@@ -15,6 +15,9 @@ show it:
   their own sections' leads (`privaudit/reports/inversion.py`, `privaudit/reports/membership.py`);
 - **outside range**: the claim lies outside its theorem's range in the run (a condition of the
   theorem or of a lemma its proof uses fails), so no audit can refute it;
+- **outside threat model**: the only evidence comes from an active adversary (one that sent crafted
+  messages) and the claim is stated against honest-but-curious agents or an eavesdropper
+  (`privaudit.accounting.ClaimThreat`): a finding of what that adversary gains, never a refutation;
 - **failed**: an audit of its own whose every attempt failed;
 - **inconclusive**: audited, but no audit found evidence at its strength (every bound 0), or none
   could have refuted the claim with the runs it had — never shown as green;
@@ -27,6 +30,13 @@ Analytic findings stand beside the status, in their own colour, and raise a verd
 rank (`severity`), because they need no attack (a claim below the sound accountant whose verdict is
 another, a refutation above all, carries "understated" as a finding, so neither fact hides the other): the claim's premise failed in the run, the claim lies outside its theorem's
 range, no sound bound exists, or the claim is vacuous (`privaudit.accounting.FINDING_KINDS`).
+
+Every verdict names the claim's threat model (`threat`: the training rows' `claim.threat`, else the
+audit rows' `verdict.threat`). Evidence from an active adversary against a claim it lies outside
+(an audit whose verdict is "outside threat model", or an active attack's inversion row, which plays no
+game) stands beside the status as a finding of that kind, never deciding it while other audits
+judge the claim; against a claim stated for any adversary an active audit is judged like any other,
+and an active inversion's reconstructions are a note (a reconstruction is not a bound).
 
 Audit rows reach a defense run's verdict when they are canary or reconstruction audits of it (their
 `training` cell is one of the run's, else their `defense_label` is the run's label or its `[[defense]]`
@@ -59,6 +69,8 @@ MEANINGS = {
     "understated": "the claim is below the sound accountant",
     "no privacy": "no privacy claimed",
     "outside range": "the claim lies outside its theorem's range; no audit can refute it",
+    "outside threat model": "the evidence comes from an active adversary the claim's threat model excludes; a "
+                            "finding, never a refutation",
     "failed": "every attempt of the audit failed",
     "inconclusive": "audited; no evidence at this strength either way",
     "consistent": "audited with the power to refute; no audit refutes the claim",
@@ -113,6 +125,16 @@ def ratio_text(status: str, values: dict[str, Any]) -> str:
     return f"ε_LB {number(bound)}"
 
 
+OUTSIDE_THREAT = "outside threat model"
+"""The audit verdict of an active adversary's evidence against a claim stated against passive ones
+(`privaudit.attacks.audit.verdict`, which the report does not import)."""
+
+
+def _status(row: dict[str, Any]) -> str | None:
+    """An audit row's verdict status, if stored."""
+    return (row.get("verdict") or {}).get("status")
+
+
 RUN_AUDITS = ("canary", "reconstruction", "position")
 """Audit kinds that audit one defense run (their rows name its training cell)."""
 _RELATIVE = 1e-6
@@ -153,7 +175,10 @@ class _Evidence:
 
     def __init__(self, rows: list[dict[str, Any]]) -> None:
         self.rows = rows
-        self.ok = [row for row in rows if not audit_failed(row)]
+        ended = [row for row in rows if not audit_failed(row)]
+        self.outside_threat = [row for row in ended if _status(row) == OUTSIDE_THREAT]
+        judged = [row for row in ended if _status(row) != OUTSIDE_THREAT]
+        self.ok = judged or ended
         self.failed = [row for row in rows if audit_failed(row)]
         self.bounded = [row for row in self.ok if _bound_value(row) is not None]
         self.by_status: dict[str, list[dict[str, Any]]] = {}
@@ -231,6 +256,11 @@ def _audit_status(evidence: _Evidence) -> tuple[str, str] | None:
     if refuted:
         return refuted
     outside = evidence.by_status.get("outside range", [])
+    outside_model = evidence.by_status.get(OUTSIDE_THREAT, [])
+    if outside_model and not outside:
+        best = evidence.best(outside_model) or outside_model[0]
+        return OUTSIDE_THREAT, (f"Only an active adversary's audits ({_seeds(evidence.ok)} run) speak for this claim: "
+                                f"{(best.get('verdict') or {}).get('reason') or 'no reason stored'}")
     if outside:
         best = evidence.best(outside) or outside[0]
         return "outside range", (f"Its audits ({_seeds(evidence.ok)} run) cannot judge the claim here: "
@@ -351,6 +381,9 @@ def _short(status: str, values: dict[str, Any], claim: dict[str, str], sound: di
                  if conditions else "")
         return (f"The claim (ε {claim['recomputed']}) does not apply to this run, "
                 f"whatever the audit finds ({found}).{would}")
+    if status == OUTSIDE_THREAT:
+        return (f"An active adversary's evidence ({found}), outside the claim's threat model: it cannot refute the "
+                f"claim (ε {claim['recomputed']}).")
     if status == "understated":
         delta = f", δ {sound['delta']}" if sound.get("delta") else ""
         return f"Claims ε {claim['recomputed']}; a sound accountant gives ε {sound['eps']}{delta}."
@@ -370,9 +403,66 @@ def _short(status: str, values: dict[str, Any], claim: dict[str, str], sound: di
     return f"Accounting only (claimed ε {claim['recomputed']}, sound ε {sound['eps']})."
 
 
+def claim_threat(claims: list[dict[str, Any]]) -> str:
+    """The run's claimed threat model in words (`privaudit.accounting.ClaimThreat`, as the training
+    rows store it), or why none is named."""
+    threat = claims[0].get("threat")
+    if isinstance(threat, dict) and threat.get("kind"):
+        return f"{threat['kind']} ({threat.get('source') or 'no source stored'})"
+    if claims[0].get("notion") == "none":
+        return "none: no privacy is claimed"
+    return "not stated in these rows (written before claims named one)"
+
+
+def _covers_active(claims: list[dict[str, Any]]) -> bool:
+    """Whether the run's claim is stated against any adversary, one that sends crafted messages too."""
+    threat = claims[0].get("threat")
+    return isinstance(threat, dict) and threat.get("kind") == "any adversary"
+
+
+def _active_text(row: dict[str, Any]) -> str:
+    """An active attack's inversion row in words: records recovered by it and by the passive attack
+    on the same run (`privaudit.rows.ActiveRecord`)."""
+    record = row["active"]
+    sides = {side: record.get(side) or {} for side in ("active", "passive")}
+    return (f"the active attack {row.get('label', '?')} (seed {row.get('seed', '?')}, agent {record.get('liar', '?')} "
+            f"lying to agent {record.get('victim', '?')}) recovered {sides['active'].get('recovered', '?')} of "
+            f"{record.get('records', '?')} records ≥ {record.get('threshold_db', '?')} dB, the passive attack on the "
+            f"same run {sides['passive'].get('recovered', '?')}")
+
+
+def _outside_audits(evidence: _Evidence, status: str) -> list[dict[str, str]]:
+    """The strongest audit outside the claim's threat model as a finding, where other audits
+    decided the status (`_Evidence.outside_threat`)."""
+    if not evidence.outside_threat or status == OUTSIDE_THREAT:
+        return []
+    best = evidence.best(evidence.outside_threat) or evidence.outside_threat[0]
+    return [{"kind": OUTSIDE_THREAT, "text": (best.get("verdict") or {}).get("reason") or "no reason stored"}]
+
+
+def _threat_findings(claims: list[dict[str, Any]], evidence: _Evidence, status: str,
+                     active: list[dict[str, Any]]) -> tuple[list[dict[str, str]], list[str]]:
+    """The findings and notes of an active adversary's evidence on a run: audits outside the claim's
+    threat model that did not decide the status, and active inversions (which play no game), each a
+    finding outside the threat model, or a note where the claim covers any adversary."""
+    if all(claim.get("notion") == "none" for claim in claims):
+        return [], []
+    findings = _outside_audits(evidence, status)
+    if not active:
+        return findings, []
+    said = "; ".join(_active_text(row) for row in active)
+    if _covers_active(claims):
+        return findings, [f"Active attack, inside the claim's threat model (any adversary): {said}. A reconstruction "
+                          "is not a bound: only a reconstruction game's trials judge the claim."]
+    findings.append({"kind": OUTSIDE_THREAT, "text": (
+        f"outside the claim's threat model ({claim_threat(claims)}): {said}; a finding of what an adversary that "
+        "sends crafted messages gains, never a refutation")})
+    return findings, []
+
+
 def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, related: list[dict[str, Any]],
-                 leakage: list[str]) -> dict[str, Any]:
-    """The verdict of one defense run (all its seeds)."""
+                 leakage: list[str], active: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The verdict of one defense run (all its seeds); `active` its active attacks' inversion rows."""
     claims = [row.get("claim") or {} for row in runs]
     audited = _audit_status(evidence)
     understated = _understated(claims)
@@ -403,6 +493,9 @@ def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, re
     findings = _findings(claims)
     if understated is not None and status != "understated":
         findings.insert(0, {"kind": "understated", "text": understated})
+    threat_found, threat_notes = _threat_findings(claims, evidence, status, active or [])
+    findings += threat_found
+    notes += threat_notes
     claim, sound, bound = _claim_cell(claims), _sound_cell(claims), evidence.bound()
     values = _values([c.get("eps_claimed") for c in claims], [c.get("eps_stated") for c in claims],
                      [c.get("eps_sound") for c in claims], evidence.best(),
@@ -411,7 +504,7 @@ def _run_verdict(label: str, runs: list[dict[str, Any]], evidence: _Evidence, re
             "seeds": ", ".join(str(row.get("seed")) for row in runs), "claim": claim, "sound": sound,
             "bound": bound, "tightness": evidence.tightness(), "status": status, "sentence": sentence,
             "short": _short(status, values, claim, sound, bound, evidence.conditions()), "values": values,
-            "ratio": ratio_text(status, values),
+            "ratio": ratio_text(status, values), "threat": claim_threat(claims),
             "assumptions": [str(a) for a in claims[0].get("assumptions") or []], "group": runs[0].get("group"),
             "notes": notes, "findings": findings, "conditions": evidence.conditions()}
 
@@ -436,6 +529,8 @@ def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
                       if (row.get("verdict") or {}).get("statement")), None)
     kind = str(first.get("kind", "?"))
     speaks = first.get("defense_label") or first.get("defense")
+    threat = next(((row.get("verdict") or {}).get("threat") for row in rows if (row.get("verdict") or {}).get("threat")),
+                  "not stated in these rows")
     delta_sound = _over_seeds([row.get("delta_sound") for row in rows])
     claim = {"notion": "", "equation": statement or "no claim stated", "stated": _over_seeds(
                  [row.get("eps_stated") for row in rows]),
@@ -451,7 +546,8 @@ def _audit_verdict(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "seeds": ", ".join(str(row.get("seed")) for row in rows), "claim": claim, "sound": sound,
             "bound": bound, "tightness": evidence.tightness(), "status": status, "sentence": sentence,
             "short": _short(status, values, claim, sound, bound, evidence.conditions()), "values": values,
-            "ratio": ratio_text(status, values), "assumptions": [], "group": None, "notes": [], "findings": _findings(evidence.ok),
+            "ratio": ratio_text(status, values), "threat": threat, "assumptions": [], "group": None, "notes": [],
+            "findings": _findings(evidence.ok) + _outside_audits(evidence, status),
             "conditions": evidence.conditions()}
 
 
@@ -513,7 +609,10 @@ def verdict_section(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, A
                   ([f"Membership: {memberships[group]}"] if group in memberships else [])
         related = [audit for audit in mechanisms
                    if audit.get("defense") and audit.get("defense") == seeds[0].get("defense")]
-        entries.append(_run_verdict(label, seeds, _Evidence(linked[label]), related, leakage))
+        cells = {row["cell"] for row in seeds}
+        active = [row for row in rows if row_type(row) == "inversion" and isinstance(row.get("active"), dict)
+                  and row.get("training") in cells]
+        entries.append(_run_verdict(label, seeds, _Evidence(linked[label]), related, leakage, active))
     entries.extend(_audit_verdict(group) for group in alone)
     entries.sort(key=severity)
     for entry in entries:
@@ -537,7 +636,7 @@ def verdict_section(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, A
 def verdict_summary(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The verdicts as plain records, for a terminal or a script (`privaudit run`'s closing table,
     `privaudit report --format json`): per verdict of `verdict_section`, in its order, the subject,
-    kind, status and sentence, the claimed (recomputed), stated and sound ε as the report prints
+    kind, status and sentence, the claim's threat model, the claimed (recomputed), stated and sound ε as the report prints
     them (over seeds), the strongest bound in words, and that bound as a number with the ε estimate
     of its audit row (`eps_lb` for an ε bound, `delta_lb` for a δ one; None when there is none),
     and the kinds of its analytic findings."""
@@ -545,6 +644,6 @@ def verdict_summary(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, A
              "eps_claimed": entry["claim"]["recomputed"], "eps_stated": entry["claim"]["stated"],
              "eps_sound": entry["sound"]["eps"], "bound": (entry["bound"] or {}).get("value"),
              "eps_lb": entry["values"]["eps_lb"], "delta_lb": entry["values"]["delta_lb"],
-             "eps_estimate": entry["values"]["estimate"], "sentence": entry["sentence"],
+             "eps_estimate": entry["values"]["estimate"], "sentence": entry["sentence"], "threat": entry["threat"],
              "findings": [finding["kind"] for finding in entry["findings"]]}
             for entry in verdict_section(rows, runs)["entries"]]
