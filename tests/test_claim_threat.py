@@ -203,3 +203,16 @@ def test_an_active_attack_on_a_campaign_is_a_finding_against_an_honest_agent_cla
     assert entry["status"] != "refuted" and "honest-but-curious" in entry["threat"]
     [finding] = [f for f in entry["findings"] if f["kind"] == "outside threat model"]
     assert "never a refutation" in finding["text"] and "the active attack trap" in finding["text"]
+
+
+def test_the_mechanism_audits_of_shipped_defenses_carry_their_papers_threat_models():
+    """A mechanism audit of a shipped defense's release judges that defense's claim: the same threat
+    model (not the default a claim that states none gets)."""
+    from privaudit.attacks.audit.mechanisms.adjacency import Setting
+    from privaudit.attacks.audit.mechanisms.base import build
+    from privaudit.defenses import dpdl, lt_admm_dp, ternary, tvss
+    expected = {"dpdl_cross_gradient": dpdl.THREAT, "lt_admm_round": lt_admm_dp.THREAT, "tvss_state": tvss.THREAT,
+                "tvss_gradient": tvss.THREAT, "ternary": ternary.THREAT}
+    for name, threat in expected.items():
+        made = build(name).claim(Setting(norm=1.0, dim=1, releases=1, delta=1e-5))
+        assert made.claim.threat == threat, name

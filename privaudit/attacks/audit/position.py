@@ -720,7 +720,8 @@ def pair_verdict(record: dict[str, Any], game: Game) -> dict[str, Any]:
                   adjacency="add/remove one record of the victim's local dataset", eps_claimed=eps, eps_stated=None,
                   eps_sound=game.claim.eps_sound, delta=delta, horizon=game.rounds - 1, equation=claimed["method"],
                   sound_method=game.claim.sound_method, assumptions=tuple(claimed["assumptions"]),
-                  neighbours=Neighbours("add/remove", "record", "one record of the victim's data added or removed"))
+                  neighbours=Neighbours("add/remove", "record", "one record of the victim's data added or removed"),
+                  threat=game.claim.threat)
     forced = (f"agent{'s' * (len(record['attacker']) > 1)} {', '.join(map(str, record['attacker']))} "
               f"({record['distance']} hop{'s' * (record['distance'] != 1)} away) forces ε ≥ {eps_lb:.4g} about "
               f"agent {record['victim']} at δ = {delta:.3g} ({record['confidence']:.0%} confidence)")

@@ -69,8 +69,11 @@ class CrossGradient(GaussianLocation):
 
     def claim(self, setting: Setting) -> MechanismClaim:
         sound = self.sound(setting, 0.0)
+        from privaudit.defenses.dpdl import THREAT
+
         record = Claim(
             neighbours=Neighbours("replace-one", "record", "Def. 3: one record of an agent's local dataset replaced"),
+            threat=THREAT,
             defense=self.name, notion="(ε, δ)-DP", adjacency="one record of the agent's batch replaced (ℓ2 "
             "clipping to C: the clipped sum moves by ≤ 2C)", eps_claimed=None, eps_stated=None,
             eps_sound=sound.eps, delta=setting.delta, horizon=setting.releases,
@@ -157,7 +160,8 @@ class AdmmRound(Mechanism):
                                       tuple(probs.tolist()))]
 
     def claim(self, setting: Setting) -> MechanismClaim:
-        from privaudit.defenses.lt_admm_dp import PAPER_EPS_STATED, is_paper_setting, theorem2_epsilon, theorem2_range
+        from privaudit.defenses.lt_admm_dp import (PAPER_EPS_STATED, THREAT, is_paper_setting, theorem2_epsilon,
+                                                   theorem2_range)
 
         p = self.params
         if setting.delta == 0:
@@ -171,6 +175,7 @@ class AdmmRound(Mechanism):
             findings=tuple((OUTSIDE_RANGE, text) for text in outside),
             neighbours=Neighbours("replace-one", "record", "seed 002 Definition 1: one datapoint of agent i's local "
                                   "dataset replaced"),
+            threat=THREAT,
             defense=self.name, notion="(ε, δ)-DP",
             adjacency="one datapoint of agent i's local dataset replaced (ℓ2: a smooth-clipped mean moves by < 2ζ)",
             eps_claimed=claimed, eps_stated=stated, eps_sound=sound.eps, delta=setting.delta,
@@ -297,7 +302,7 @@ class _NoisyRelease(Mechanism):
         return _laplace_factors(self.scale(), self.unit() * (pair.x_prime - pair.x))
 
     def claim(self, setting: Setting) -> MechanismClaim:
-        from privaudit.defenses.tvss import RECORD_FACTOR
+        from privaudit.defenses.tvss import RECORD_FACTOR, THREAT
 
         claimed = setting.releases * self.claimed_eps()
         sound = self.sound(setting, claimed)
@@ -308,6 +313,7 @@ class _NoisyRelease(Mechanism):
                       + f", so the release moves by ≤ {self.unit():.4g} in ℓ1 (the input unit)",
             neighbours=Neighbours("replace-one", "gradient", "Definition 1: one sample's gradient changes by at most "
                                   "C in ℓ1", RECORD_FACTOR),
+            threat=THREAT,
             eps_claimed=claimed, eps_stated=None, eps_sound=sound.eps, delta=0.0, horizon=setting.releases,
             equation=f"{self.equation} = {self.claimed_eps():.4g} per release; {_horizon_text(setting.releases)} "
                      "compose additively",

@@ -178,6 +178,7 @@ class Ternary(Mechanism):
         return _group(factors)
 
     def claim(self, setting: Setting) -> MechanismClaim:
+        from privaudit.defenses.ternary import THREAT as TERNARY_THREAT
         from privaudit.quantizers import worst_case_delta
 
         r, dim, releases, norm = self.params.r, setting.dim, setting.releases, setting.norm
@@ -200,6 +201,7 @@ class Ternary(Mechanism):
             defense=self.name, notion="(0, δ)-DP",
             neighbours=Neighbours("replace-one", "state", f"{'Theorem 3' if norm == 1 else 'Remark 6'}: two quantizer "
                                   "inputs at distance ≤ 1", None),
+            threat=TERNARY_THREAT,
             adjacency=f"quantizer inputs with ‖x − y‖_{'∞' if norm == math.inf else int(norm)} ≤ 1 "
                       f"({'Theorem 3' if norm == 1 else 'Remark 6'})",
             eps_claimed=0.0, eps_stated=None, eps_sound=sound.eps, delta=claimed, horizon=releases,
