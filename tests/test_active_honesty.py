@@ -42,7 +42,7 @@ class Recording(Wire):
 def _liar(defense):
     setup = defense.setup
     plan = plan_override("dpsgd", setup.topology, victim=0, round=2, rounds=ROUNDS, agents=[1, 5])
-    strategy = TrapOverride(plan, setup.topology.W, setup.model, setup.data.x_test, 16, setup.seed)
+    strategy = TrapOverride(plan, public_knowledge(defense), setup.model, setup.data.x_test, 16, setup.seed)
     return plan, strategy, malicious_tap(plan, strategy)
 
 

@@ -5,11 +5,11 @@ next release; the passive attack on the same run (the same agents, honest) is me
 import pytest
 import torch
 
-from privaudit.attacks.active.override import override_message
 from privaudit.attacks.active.threat import TrapOverride, malicious_tap, plan_override
 from privaudit.attacks.active.trap import expected_alone, trap_weights
 from privaudit.attacks.active.trial import override_trial
-from privaudit.sim import simulate
+from privaudit.attacks.extraction import steer_mixing
+from privaudit.sim import public_knowledge, simulate
 from privaudit.wire import GroundTruth
 
 MLP256 = {"kind": "dpsgd", "topology": "ring", "agents": 4, "model": "mlp", "model_options": {"hidden": [256]},
@@ -20,7 +20,7 @@ def test_the_victim_mixes_exactly_to_the_goal(defense_of):
     defense = defense_of(MLP256)
     setup = defense.setup
     plan = plan_override("dpsgd", setup.topology, victim=0, round=1, rounds=4, agents=[1, 3])
-    strategy = TrapOverride(plan, setup.topology.W, setup.model, setup.data.x_test, 16, setup.seed)
+    strategy = TrapOverride(plan, public_knowledge(defense), setup.model, setup.data.x_test, 16, setup.seed)
     truth = GroundTruth(0, rounds=[1], names=("gradient",))
     simulate(defense, rounds=2, taps=[malicious_tap(plan, strategy), truth], evaluation=False)
     (gradient,) = [d.value for d in truth.disclosures]
@@ -40,25 +40,25 @@ def test_trap_units_each_fire_for_one_public_record_in_B(defense_of):
     assert expected_alone(256, 16) == pytest.approx(256 / 16 * (15 / 16) ** 15)
 
 
-def test_override_message_solves_the_victims_row():
-    class Heard:
-        messages = []
-
-    from privaudit.wire import Kind, Message
+def test_steer_mixing_solves_the_victims_row():
+    from privaudit.wire import Kind, Message, PublicKnowledge, Transcript
 
     W = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.75, 0.0], [0.25, 0.0, 0.75]]).numpy()
     states = torch.randn(3, 5, dtype=torch.float64)
-    Heard.messages = [Message(0, j, None, Kind.MODEL, states[j]) for j in range(3)]
+    public = PublicKnowledge("dpsgd", "custom", W, "mlp", (5,), 2, torch.zeros(5))
+    heard = Transcript("malicious", None, [Message(0, j, None, Kind.MODEL, states[j]) for j in range(3)], [], public)
     goal = torch.randn(5, dtype=torch.float64)
-    message = override_message(Heard, W, 0, liar=1, victim=0, goal=goal)
+    message = steer_mixing(Kind.MODEL)(heard, 0, 1, 0, goal)
     assert torch.allclose(0.5 * states[0] + 0.25 * message + 0.25 * states[2], goal)
+    with pytest.raises(ValueError, match="agent 2 does not weigh in agent 1's average"):
+        steer_mixing(Kind.MODEL)(heard, 0, 2, 1, goal)
 
 
 @pytest.mark.parametrize("table, where, error", [
-    ({"kind": "muffliato", "noise_multiplier": 1.0}, {"agents": [1, 3]}, "applies to dpsgd, dp_dpsgd only"),
+    ({"kind": "muffliato", "noise_multiplier": 1.0}, {"agents": [1, 3]}, "a liar steers dpsgd, dp_dpsgd only"),
     ({}, {}, "cannot steer and read agent 0: .*give agents that hold or neighbour every neighbour of agent 0"),
     ({}, {"liar": 2, "agents": [2, 1, 3]}, "the liar 2 must be a neighbour of the victim 0"),
-    ({}, {"agents": [1, 3], "round": 2}, "reads the victim's broadcast of round 4, but the run has rounds 0..3"),
+    ({}, {"agents": [1, 3], "round": 2}, "reads the victim's release from round 4, but the run has rounds 0..3"),
     ({}, {"agents": [0, 1, 3]}, "the victim 0 cannot be one of the malicious agents"),
 ])
 def test_plan_refuses_in_one_line_what_the_override_cannot_do(defense_of, table, where, error):

@@ -269,6 +269,65 @@ ALL_NEIGHBOURS = ("a global listener, an eavesdropper on all of the victim's lin
 MODEL_NEEDS = "the victim's {} broadcast at the round: any tap on one of its links"
 
 
+@dataclass(frozen=True)
+class Steering:
+    """How a participant who lies sets the point at which its victim computes a release, for one
+    defense: the state override of Pasquini, Raynal & Troncoso (S&P 2023), the defense's own rule
+    solved for the liar's message.
+
+    At override round t the liar replaces its `kind` message to the victim by `craft(transcript, t,
+    liar, victim, goal)`, computed from what its tap heard up to then (rushing: round t's honest
+    messages included), so that the victim computes its release of round t + `lag` at `goal`, or at
+    a point the attacker then hears; the extraction scenario `scenario` of the same defense reads
+    that release, and the liar must hear what it reads (`plan_override` checks it with that
+    extractor's links: `craft` reads nothing beyond them). `base(transcript, t, victim)` is the
+    victim's model as the liar holds it at t, from which a goal is built; `refusal(hyper, t)` why
+    an override at round t cannot steer (a round whose release holds no gradient), or None;
+    `rule` the equation solved, in words, for `privaudit list` and the rows."""
+
+    defense: str
+    kind: Kind
+    craft: Callable[[Transcript, int, int, int, Tensor], Tensor]
+    base: Callable[[Transcript, int, int], Tensor]
+    lag: int
+    scenario: str
+    rule: str
+    refusal: Callable[[Mapping[str, Any], int], str | None] = lambda hyper, round: None
+
+
+def steer_mixing(kind: Kind) -> Callable[[Transcript, int, int, int, Tensor], Tensor]:
+    """The craft of a defense whose agents mix their neighbours' `kind` broadcasts by a row of W:
+    x_v ← Σ_j w_vj m_{j→v} (then step), solved for the liar a's message so the victim mixes to θ*:
+
+        m_{a→v} = (θ* − w_vv x_v − Σ_{j ∈ N_v, j ≠ a} w_vj x_j) / w_va,
+
+    from the round's broadcasts of the victim and its other neighbours (heard before the liar sends).
+    ValueError when the liar does not weigh in the victim's average."""
+
+    def craft(transcript: Transcript, round: int, liar: int, victim: int, goal: Tensor) -> Tensor:
+        W = transcript.public.mixing
+        if float(W[victim, liar]) == 0.0 or liar == victim:
+            raise ValueError(f"agent {liar} does not weigh in agent {victim}'s average (w = 0): it cannot steer it")
+        others = goal.double() - W[victim, victim] * heard(transcript, kind, round, victim, None)
+        for j in neighbours(W, victim):
+            if j != liar:
+                others = others - W[victim, j] * heard(transcript, kind, round, j, None)
+        return others / W[victim, liar]
+
+    craft.__doc__ = f"The liar's '{kind}' broadcast to the victim that makes it mix to the goal (`steer_mixing`)."
+    return craft
+
+
+def heard_model(kind: Kind) -> Callable[[Transcript, int, int], Tensor]:
+    """A `Steering.base`: the victim's `kind` broadcast at the override round, in float64."""
+
+    def base(transcript: Transcript, round: int, victim: int) -> Tensor:
+        return heard(transcript, kind, round, victim, None)
+
+    base.__doc__ = f"The victim's '{kind}' broadcast at the override round, in float64."
+    return base
+
+
 def broadcast_model(kind: Kind) -> Callable[[Transcript, int, int], Tensor]:
     """A model view that reads the victim's broadcast of `kind` at the round, as sent."""
     def read(transcript: Transcript, victim: int, round: int) -> Tensor:

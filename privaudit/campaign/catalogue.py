@@ -257,7 +257,8 @@ def _defenses_text(found: dict[str, Any]) -> list[str]:
         lines += [f"  {entry['kind']} — {entry['title']}{where}{described}"] + _field_lines(entry["params"], "    ")
         lines.append(f"    scenarios: {', '.join(entry['scenarios']) or 'none'}; "
                      f"membership: {_yes(entry['membership'])}; canary audit: {entry['canary_audit'] or 'no'}; "
-                     f"coalition: {_yes(entry['coalition'])}; noise: {', '.join(entry['noise']) or 'none named'}")
+                     f"coalition: {_yes(entry['coalition'])}; steered by a liar: {_yes(entry['steering'])}; "
+                     f"noise: {', '.join(entry['noise']) or 'none named'}")
     lines += [f"  not loaded: {problem}" for problem in found.get("unloadable", [])]
     return lines
 
@@ -391,6 +392,7 @@ def _defenses_markdown(found: dict[str, Any]) -> list[str]:
                   f"- membership inference: {_yes(entry['membership'])}",
                   f"- canary audit: {_CANARY_AUDIT[entry['canary_audit']]}",
                   f"- coalition attack: {_yes(entry['coalition'])}",
+                  f"- steered by a participant who lies (active attacks): {_yes(entry['steering'])}",
                   f"- noise parameters: {_names(entry['noise'])}"]
     lines += [f"\nNot loaded: {problem}" for problem in found.get("unloadable", [])]
     return lines

@@ -30,14 +30,13 @@ from typing import Annotated, Any, Callable, ClassVar, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
                       TypeAdapter, ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
 
-from privaudit.attacks.active.threat import SCENARIO as ACTIVE_SCENARIO
 from privaudit.attacks.active.trial import ACTIVE_ATTACKS
 from privaudit.attacks.audit.canaries import CANARY_KINDS
 from privaudit.attacks.audit.mechanism_audit import check_size
 from privaudit.attacks.audit.mechanisms import MECHANISMS, NORMS
 from privaudit.attacks.inversion import INVERSIONS
 from privaudit.attacks.membership.scores import RMIA_SCORES
-from privaudit.attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS
+from privaudit.attacks.views import CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, STEERINGS
 from privaudit.defenses import DEFENSES
 from privaudit.defenses.base import Defense, DefenseParams
 from privaudit.defenses.external import (NO_CONSENT, Consent, load_attribute, load_entry_point, load_path, origin,
@@ -571,8 +570,9 @@ class AttackConfig(ThreatConfig):
             return "liar", "only the malicious threat has a liar"
         if self.active and "bound_trials" in self.model_fields_set:
             return "bound_trials", "an active attack plays no reconstruction game (docs/limits.md)"
-        if self.active and self.scenario not in (None, ACTIVE_SCENARIO):
-            return "scenario", f"the {self.kind} attack reads the victim's '{ACTIVE_SCENARIO}' release"
+        if self.active and self.scenario is not None:
+            return "scenario", (f"the {self.kind} attack reads the release its defense's steering names "
+                                "(privaudit list): give no scenario")
         if self.threat != "coalition" and self.window is not None:
             return "window", "only the coalition threat has a window"
         if self.threat == "coalition" and "bound_trials" in self.model_fields_set:
@@ -1018,7 +1018,7 @@ class Campaign(BaseModel):
             refusal = attack.refusal(d.kind)
             if refusal is not None and table.defense is not None:
                 raise ValueError(f"defense '{d.name}': {refusal}")
-        found = [(k, ACTIVE_SCENARIO) for k, d in chosen if attack.refusal(d.kind) is None]
+        found = [(k, STEERINGS[d.kind].scenario) for k, d in chosen if attack.refusal(d.kind) is None]
         if not found:
             raise ValueError(f"no defense table runs a defense the {table.kind} attack applies to "
                              f"({', '.join(attack.applies_to())})")

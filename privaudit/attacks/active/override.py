@@ -1,43 +1,46 @@
 """The state override (Pasquini, Raynal & Troncoso, "On the (in)security of peer-to-peer
-decentralized machine learning", IEEE S&P 2023): a neighbour a of the victim v chooses the model
-the victim mixes to. D-PSGD's averaging x_v^{t+1} = Σ_j w_vj m_{j→v}^t − η g_v^t, with the liar's
-message m_{a→v} free and every other term what v's other neighbours and v itself broadcast at t,
-is solved for that message:
+decentralized machine learning", IEEE S&P 2023): a neighbour a of the victim v chooses the point at
+which the victim computes its next release. Each defense's view states how (`Steering`, registered
+with `privaudit.attacks.views.register_steering`): for D-PSGD, whose averaging
+x_v^{t+1} = Σ_j w_vj m_{j→v}^t − η g_v^t leaves the liar's message free, that row solved for it,
 
-    m_{a→v} = (θ* − w_vv x_v^t − Σ_{j ∈ N_v, j ≠ a} w_vj x_j^t) / w_va,
+    m_{a→v} = (θ* − w_vv x_v^t − Σ_{j ∈ N_v, j ≠ a} w_vj x_j^t) / w_va
 
-so that v mixes to θ* exactly and steps to x_v^{t+1} = θ* − η g_v(x_v^t). The liar needs every
-term it subtracts: the broadcasts of v and of each of v's other neighbours at round t, heard
-before it sends (a rushing participant; `privaudit.attacks.active.threat` checks it hears them).
+(`privaudit.attacks.extraction.steer_mixing`), so that v mixes to θ* exactly. The liar needs every
+term it subtracts, heard before it sends (a rushing participant; `privaudit.attacks.active.threat`
+checks it hears them). Here: the steering of a defense, and the liar's message read from what its
+tap recorded so far.
 """
 
 from __future__ import annotations
 
-import numpy as np
-import torch
 from torch import Tensor
 
-from privaudit.wire import Kind, Tap
+from privaudit.attacks.extraction import Steering
+from privaudit.attacks.views import STEERINGS
+from privaudit.defenses.base import DEFENSES
+from privaudit.wire import PublicKnowledge, Tap
 
 
-def heard_broadcast(heard: Tap, kind: Kind, round: int, sender: int) -> Tensor:
-    """The one broadcast of `kind` that `heard` recorded from `sender` at `round`, in float64;
-    KeyError naming it when the tap did not hear it."""
-    found = [m.payload for m in heard.messages
-             if m.round == round and m.sender == sender and m.receiver is None and m.kind == kind]
-    if len(found) != 1:
-        raise KeyError(f"the malicious tap heard {len(found)} '{kind}' broadcasts of agent {sender} at round {round}")
-    return found[0].double()
+def steering(defense: str) -> Steering | None:
+    """`defense`'s steering where its view states one and its step mixes what the wire delivers."""
+    found = STEERINGS.get(defense)
+    if found is None or defense not in DEFENSES or not DEFENSES[defense].delivering():
+        return None
+    return found
 
 
-def override_message(heard: Tap, W: np.ndarray, round: int, liar: int, victim: int, goal: Tensor) -> Tensor:
-    """m_{a→v} that makes the victim mix to `goal` (module docstring), from the round-`round`
-    model broadcasts `heard` recorded; float64."""
-    weights = torch.tensor(np.array(W[victim]), dtype=torch.float64)
-    if float(weights[liar]) == 0.0:
-        raise ValueError(f"agent {liar} does not weigh in agent {victim}'s average (w = 0): it cannot steer it")
-    others = goal.double().clone()
-    for j in torch.nonzero(weights).flatten().tolist():
-        if j != liar:
-            others -= weights[j] * heard_broadcast(heard, Kind.MODEL, round, j)
-    return others / weights[liar]
+def steered_defenses() -> tuple[str, ...]:
+    """The registered defenses a liar can steer."""
+    return tuple(name for name in STEERINGS if steering(name) is not None)
+
+
+def victim_model(heard: Tap, public: PublicKnowledge, round: int, victim: int) -> Tensor:
+    """The victim's model as the liar holds it at `round` (its steering's `base`), float64."""
+    return STEERINGS[public.defense].base(heard.transcript(public), round, victim).double()
+
+
+def override_message(heard: Tap, public: PublicKnowledge, round: int, liar: int, victim: int, goal: Tensor) -> Tensor:
+    """The liar's message that makes the victim compute its release of round + lag at `goal`, from
+    the messages `heard` recorded (the defense's `Steering.craft`); float64."""
+    return STEERINGS[public.defense].craft(heard.transcript(public), round, liar, victim, goal).double()

@@ -1,6 +1,7 @@
-"""The records read off the victim's release at the trapped point: the state difference of the
-recovery round (`privaudit.attacks.views.dpsgd.state_difference`: g_v^{t+1} = (Σ_j w_vj x_j^{t+1} −
-x_v^{t+2}) / η, exact for D-PSGD, the clipped noisy gradient for DP-D-PSGD), then the analytic
+"""The records read off the victim's release at the trapped point: the release of the recovery round
+read with the steering's extraction scenario (for D-PSGD the state difference,
+`privaudit.attacks.views.dpsgd.state_difference`: g_v^{t+1} = (Σ_j w_vj x_j^{t+1} − x_v^{t+2}) / η,
+exact for D-PSGD, the clipped noisy gradient for DP-D-PSGD), then the analytic
 inversion (`privaudit.attacks.inversion.analytic`), which reads each unit's ratio ∂L/∂W_k / ∂L/∂b_k
 and groups the units that agree: a record alone in two or more trap units is recovered exactly and
 counted once (the deduplication), the rest fill the batch as single-unit ratios.
@@ -8,11 +9,11 @@ counted once (the deduplication), the rest fill the batch as single-unit ratios.
 
 from __future__ import annotations
 
-from privaudit.attacks.active.threat import SCENARIO, OverridePlan
+from privaudit.attacks.active.threat import OverridePlan
 from privaudit.attacks.extraction import Target
 from privaudit.attacks.inversion.analytic import Analytic
 from privaudit.attacks.inversion.base import Reconstruction
-from privaudit.attacks.views import EXTRACTORS
+from privaudit.attacks.views import EXTRACTORS, STEERINGS
 from privaudit.data import Dataset
 from privaudit.flatmodel import FlatModel
 from privaudit.wire import Transcript
@@ -26,8 +27,9 @@ by far more than 1 % of their norm. Passive and active sides are read with the s
 
 
 def release(transcript: Transcript, victim: int, round: int) -> Target:
-    """The victim's gradient of `round` as its state difference (KeyError when unheard)."""
-    return EXTRACTORS[transcript.public.defense, SCENARIO].extract(transcript, victim, round)
+    """The victim's gradient of `round`, read with its defense's steering scenario (KeyError when unheard)."""
+    defense = transcript.public.defense
+    return EXTRACTORS[defense, STEERINGS[defense].scenario].extract(transcript, victim, round)
 
 
 def recover(transcript: Transcript, victim: int, round: int, model: FlatModel, data: Dataset, batch_size: int,

@@ -20,15 +20,15 @@ import torch
 from torch import Tensor
 
 from privaudit.attacks.active.recovery import TOLERANCE, recover
-from privaudit.attacks.active.threat import (OVERRIDE_DEFENSES, OverridePlan, TrapOverride, malicious_tap,
-                                             override_refusal, plan_override)
+from privaudit.attacks.active.override import steered_defenses
+from privaudit.attacks.active.threat import OverridePlan, TrapOverride, malicious_tap, override_refusal, plan_override
 from privaudit.attacks.inversion.base import Reconstruction
 from privaudit.data import Dataset
 from privaudit.defenses.base import Defense
 from privaudit.leak import Floor, decide, noise_floor
 from privaudit.metrics import Scores, score_reconstruction
-from privaudit.sim import simulate
-from privaudit.wire import Coalition, GroundTruth, Kind, Transcript
+from privaudit.sim import public_knowledge, simulate
+from privaudit.wire import Coalition, GroundTruth, Transcript
 
 
 @dataclass(frozen=True)
@@ -67,17 +67,18 @@ class Trial:
 def override_trial(build: Callable[[], Defense], *, victim: int, round: int, liar: int | None = None,
                    agents: Iterable[int] | None = None, tolerance: float = TOLERANCE) -> Trial:
     """Run `build()`'s defense with the trap-weight override of `victim` at `round`, and a second
-    `build()` honestly, each for `round` + 3 rounds; invert the victim's batch of the recovery round
-    on both and score them against it."""
+    `build()` honestly, each up to the last round the plan reads; invert the victim's batch of the
+    recovery round on both and score them against it."""
     defense = build()
-    setup, rounds = defense.setup, round + 3
-    plan = plan_override(defense.name, setup.topology, victim=victim, round=round, rounds=rounds, liar=liar,
-                         agents=agents)
+    setup = defense.setup
+    plan = plan_override(defense.name, setup.topology, victim=victim, round=round, rounds=None, liar=liar,
+                         agents=agents, hyper=defense.public())
+    rounds = max(plan.rounds_heard) + 1
     batch_size = defense.params.batch_size
-    strategy = TrapOverride(plan, setup.topology.W, setup.model, setup.data.x_test, batch_size, setup.seed)
+    strategy = TrapOverride(plan, public_knowledge(defense), setup.model, setup.data.x_test, batch_size, setup.seed)
     heard, rows = _run(defense, malicious_tap(plan, strategy), plan, rounds)
-    honest, honest_rows = _run(build(), Coalition(plan.agents, rounds=plan.rounds_heard, kinds=[Kind.MODEL]), plan,
-                               rounds)
+    honest, honest_rows = _run(build(), Coalition(plan.agents, rounds=plan.rounds_heard, kinds=plan.kinds_heard),
+                               plan, rounds)
     if not torch.equal(rows, honest_rows):
         raise RuntimeError("the honest run drew another batch than the lied one: the sides are not comparable")
     sides = [_scored(recover(transcript, victim, plan.recovery_round, setup.model, setup.data, batch_size,
@@ -131,9 +132,9 @@ class TrapWeights:
 
     @staticmethod
     def applies_to() -> tuple[str, ...]:
-        """The registered defenses it applies to: those whose averaging it solves and whose step
-        mixes what the wire delivers (`Defense.delivers`)."""
-        return tuple(name for name in OVERRIDE_DEFENSES if override_refusal(name) is None)
+        """The registered defenses it applies to: those whose view states how a liar steers them
+        and whose step mixes what the wire delivers (`Defense.delivers`)."""
+        return steered_defenses()
 
     def run(self, build: Callable[[], Defense], *, victim: int, round: int, liar: int | None = None,
             agents: Iterable[int] | None = None) -> Trial:

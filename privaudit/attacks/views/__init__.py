@@ -21,17 +21,18 @@ from privaudit.attacks.views import dpdl  # isort: skip
 from privaudit.attacks.views import ternary  # isort: skip
 from privaudit.attacks.views import lt_admm_dp  # isort: skip
 from privaudit.attacks.views import tvss  # isort: skip
-from privaudit.attacks.views.registry import (BATCH_SIZES, CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, NOISE, UNMODELLED, Noise,
-                                    batch_size, channel, described, dynamics, extractor, model_view, noise,
-                                    register_batch_size, register_channel, register_dynamics, register_extractor,
-                                    register_model_view, register_noise, register_unmodelled, scenarios, seal_shipped)
+from privaudit.attacks.views.registry import (BATCH_SIZES, CHANNELS, DYNAMICS, EXTRACTORS, MODEL_VIEWS, NOISE, STEERINGS,
+                                    UNMODELLED, Noise, batch_size, channel, described, dynamics, extractor, model_view,
+                                    noise, register_batch_size, register_channel, register_dynamics,
+                                    register_extractor, register_model_view, register_noise, register_steering,
+                                    register_unmodelled, scenarios, seal_shipped)
 
 seal_shipped()
 
 __all__ = [
-    "BATCH_SIZES", "CHANNELS", "DYNAMICS", "EXTRACTORS", "MODEL_VIEWS", "NOISE", "UNMODELLED", "Noise",
+    "BATCH_SIZES", "CHANNELS", "DYNAMICS", "EXTRACTORS", "MODEL_VIEWS", "NOISE", "STEERINGS", "UNMODELLED", "Noise",
     "batch_size", "channel", "described", "dynamics", "extractor", "model_view", "noise", "scenarios",
     "register_batch_size", "register_channel", "register_dynamics", "register_extractor", "register_model_view",
-    "register_noise", "register_unmodelled",
+    "register_noise", "register_steering", "register_unmodelled",
     "dpdl", "dpsgd", "lt_admm_dp", "muffliato", "ternary", "tvss",
 ]

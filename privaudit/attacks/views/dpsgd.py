@@ -4,6 +4,9 @@ Both broadcast their model every round (`Kind.MODEL`) and update x^{t+1} = W x^t
 state difference gives the local gradient exactly: D-PSGD's batch mean, DP-D-PSGD's clipped noisy
 gradient (Σ_b clip_C(g_b) + N(0, σ²C²I))/B. The coalition attack solves the same recurrence; the
 canary audit projects the released gradient on the canary's direction; σ is the noise parameter.
+A neighbour who lies solves the victim's averaging row for its model broadcast (`STEERING`): the
+victim mixes to the goal θ*, steps to x_v^{t+1} = θ* − η g_v^t, and computes its gradient of round
+t + 1 there, which the state difference of t + 1 gives away.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from torch import Tensor
 
 from privaudit.attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
 from privaudit.attacks.coalition.dynamics import Dynamics
-from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Target, broadcast_model, expect,
-                                heard, mixed, public_params, span, victim_and_neighbours, victim_only)
+from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Steering, Target, broadcast_model,
+                                expect, heard, heard_model, mixed, public_params, span, steer_mixing, victim_and_neighbours,
+                                victim_only)
 from privaudit.attacks.views.registry import (Noise, register_batch_size, register_channel, register_dynamics, register_extractor,
-                                    register_model_view, register_noise)
+                                    register_model_view, register_noise, register_steering)
 from privaudit.defenses.dpsgd import DPDPSGD, DPSGD, DPDPSGDParams, DPSGDParams
 from privaudit.wire import Kind, PublicKnowledge, Transcript
 
@@ -143,6 +147,13 @@ for _name in (UNDEFENDED, NOISY):
     register_channel((UndefendedChannel if _name == UNDEFENDED else DPSGDChannel)(_extractor))
     register_dynamics(Dynamics(_name, Kind.MODEL, True, _step, _RECOVERS[_name],
                                batch_size=_batch_size if _name == UNDEFENDED else None))
+
+STEERING_RULE = ("the victim's averaging x_v^{t+1} = Σ_j w_vj m_{j→v}^t − η g_v^t solved for the liar's model "
+                 "broadcast, so the victim mixes to θ* and computes its next gradient at θ* − η g_v^t")
+
+for _name in (UNDEFENDED, NOISY):
+    register_steering(Steering(_name, Kind.MODEL, steer_mixing(Kind.MODEL), heard_model(Kind.MODEL), 1,
+                               "state_difference", STEERING_RULE))
 
 register_noise(Noise(NOISY, {"noise_multiplier": ("σ", True)}))
 for _name in (UNDEFENDED, NOISY):

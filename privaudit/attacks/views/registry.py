@@ -11,6 +11,7 @@ privaudit) calls, at its top level:
     register_unmodelled(defense, why)      or why the coalition attack does not model it
     register_noise(Noise(...))             the hyperparameters that set its noise (privacy–utility)
     register_batch_size(defense, read)     how many records one local step averages (inversion)
+    register_steering(Steering(...))       how a neighbour who lies sets the victim's next point (active attacks)
 
 Each returns what it was given. A key privaudit ships is never replaced (ValueError); a key
 registered again from outside replaces the earlier entry (its module imported anew). Lookups
@@ -26,7 +27,7 @@ from typing import Any, TypeVar
 
 from privaudit.attacks.audit.channels import Channel
 from privaudit.attacks.coalition.dynamics import Dynamics
-from privaudit.attacks.extraction import Extractor
+from privaudit.attacks.extraction import Extractor, Steering
 
 EXTRACTORS: dict[tuple[str, str], Extractor] = {}
 """Extraction scenarios, by (defense name, scenario)."""
@@ -70,6 +71,9 @@ NOISE: dict[str, Noise] = {}
 BATCH_SIZES: dict[str, Callable[[Mapping[str, Any]], int]] = {}
 """How many records one local step of a defense averages, read off its public hyperparameters: the
 number of images an inversion rebuilds per step when its table gives none."""
+
+STEERINGS: dict[str, Steering] = {}
+"""How a participant who lies steers the victim's next point, by defense (`privaudit.attacks.active`)."""
 
 _SHIPPED: set[tuple[str, object]] = set()
 Entry = TypeVar("Entry")
@@ -120,9 +124,15 @@ def register_batch_size(defense: str, read: Callable[[Mapping[str, Any]], int]) 
     return _register(BATCH_SIZES, defense, read)
 
 
+def register_steering(steering: Steering) -> Steering:
+    """How a neighbour who lies sets the point at which `steering.defense`'s victim computes a
+    release (its step must also mix what the wire delivers: `Defense.delivers`)."""
+    return _register(STEERINGS, steering.defense, steering)
+
+
 def seal_shipped() -> None:
     """Mark every entry registered so far as privaudit's own (called once the shipped views are in)."""
-    for registry in (EXTRACTORS, MODEL_VIEWS, CHANNELS, DYNAMICS, UNMODELLED, NOISE, BATCH_SIZES):
+    for registry in (EXTRACTORS, MODEL_VIEWS, CHANNELS, DYNAMICS, UNMODELLED, NOISE, BATCH_SIZES, STEERINGS):
         _SHIPPED.update((id(registry), key) for key in registry)
 
 
@@ -189,4 +199,4 @@ def described(defense: str) -> dict[str, Any]:
     view's law ("law"), law-free from its extractors alone ("law-free"), or none (None)."""
     audit = "law" if defense in CHANNELS else "law-free" if scenarios(defense) else None
     return {"scenarios": scenarios(defense), "membership": defense in MODEL_VIEWS,
-            "canary_audit": audit, "coalition": defense in DYNAMICS}
+            "canary_audit": audit, "coalition": defense in DYNAMICS, "steering": defense in STEERINGS}
