@@ -9,6 +9,7 @@ loads nothing heavy (the CLI sets torch's thread policy before torch is first im
     privaudit.Claim, privaudit.Neighbours                      (what it claims)
     privaudit.Kind, privaudit.Extractor, privaudit.register_extractor, privaudit.register_model_view,
     privaudit.register_channel, privaudit.register_noise       (its view: what an attacker rebuilds)
+    privaudit.Steering, privaudit.register_steering            (how a neighbour who lies steers it)
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ _EXPORTS = {
     **dict.fromkeys(("Defense", "DefenseParams", "register"), "privaudit.defenses.base"),
     **dict.fromkeys(("Claim", "Neighbours"), "privaudit.accounting"),
     "Kind": "privaudit.wire",
-    "Extractor": "privaudit.attacks.extraction",
-    **dict.fromkeys(("register_extractor", "register_model_view", "register_channel", "register_noise"),
+    **dict.fromkeys(("Extractor", "Steering"), "privaudit.attacks.extraction"),
+    **dict.fromkeys(("register_extractor", "register_model_view", "register_channel", "register_noise",
+                     "register_steering"),
                     "privaudit.attacks.views"),
 }
 
