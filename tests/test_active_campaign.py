@@ -77,8 +77,10 @@ def test_the_report_shows_active_beside_passive(ran, tmp_path):
     out, _ = ran
     render_report(out, tmp_path / "report.html")
     page = (tmp_path / "report.html").read_text()
-    assert "Active against passive" in page
-    active = page.index("active (malicious neighbour sent crafted models)")
+    section = page.index('<section id="active">')
+    assert "Participants who lie" in page[section:section + 200]
+    assert "Claim's threat model: <strong>none: the run claims no privacy</strong>" in page[section:]
+    active = page.index("active (malicious neighbour sent crafted models)", section)
     passive = page.index("passive (the same agents listening)")
     assert 0 < passive - active < 600
 

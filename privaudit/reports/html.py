@@ -32,6 +32,7 @@ from jinja2 import Environment, PackageLoader
 from privaudit.errors import PrivauditError
 from privaudit.files import CAMPAIGN_BYTES, placed, read_inside, write_inside
 from privaudit.store import CAMPAIGN_FILE, REPORT_FILE, ResultsStore
+from privaudit.reports.active import active_section
 from privaudit.reports.artifacts import Images
 from privaudit.reports.audits import audit_section
 from privaudit.reports.coalition import coalition_section
@@ -219,7 +220,8 @@ def _campaign(path: Path) -> dict[str, str]:
 SECTION_TITLES = {"claims": "Privacy claims", "training": "Training", "privacy-utility": "Privacy and utility",
                   "coalition": "Coalition attacks",
                   "inversion": "Reconstruction attacks", "membership": "Membership inference",
-                  "audits": "Empirical audits", "position": "Privacy by position", "released": "Released model",
+                  "audits": "Empirical audits", "position": "Privacy by position", "active": "Participants who lie",
+                  "released": "Released model",
                   "provenance": "Provenance"}
 """The sections after the verdicts, in page order, as the table of contents names them."""
 
@@ -251,7 +253,8 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
     images = Images(results_dir)
     sections = {"inversion": inversion_section(rows, images), "coalition": coalition_section(rows, images),
                 "membership": membership_section(rows), "audits": audit_section(rows),
-                "position": position_section(rows), "released": released_section(rows),
+                "position": position_section(rows), "active": active_section(rows, runs),
+                "released": released_section(rows),
                 "privacy_utility": privacy_utility_section(rows)}
     html = environment.get_template("report.html").render(
         campaign=_campaign(results_dir / CAMPAIGN_FILE),

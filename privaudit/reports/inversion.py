@@ -287,24 +287,6 @@ class _Inversions:
                 {"text": setting_text(self.settings[key]), "full": key} for key in keys], "blocks": blocks})
         return tables
 
-    def active(self) -> list[dict[str, Any]]:
-        """Per active attack, setting and round: its side and the passive attack on the same runs
-        (the `active` record each row stores), each as records recovered per seed, median PSNR and
-        SSIM and the seeds judged leaking — read from the rows, never recomputed."""
-        shown = []
-        for (name, key, round_), cell in self.cells.items():
-            records = [row["active"] for row in self.ok(cell) if isinstance(row.get("active"), dict)]
-            if not records:
-                continue
-            first = records[0]
-            shown.append({"name": name, "setting": setting_text(self.settings[key]), "round": round_,
-                          "liar": first.get("liar"), "victim": first.get("victim"),
-                          "agents": ", ".join(map(str, first.get("agents") or [])),
-                          "assumptions": first.get("assumptions") or [],
-                          "sides": [_active_side([record[side] for record in records], first)
-                                    for side in ("active", "passive")]})
-        return shown
-
     def failures(self) -> list[dict[str, Any]]:
         return [{"name": self.name[row["cell"]], "setting": setting_text(row.get("setting") or {}),
                  "round": row.get("round"), "seed": row.get("seed"), "reason": row.get("status"),
@@ -366,19 +348,6 @@ class _Inversions:
         return figures
 
 
-def _active_side(sides: list[dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
-    """One side of an active attack's trials over seeds, in words: records recovered per seed,
-    median batch PSNR and SSIM, seeds judged leaking."""
-    psnr = [v for v in (_value(side, "psnr") for side in sides) if v is not None]
-    ssim = [v for v in (_value(side, "ssim") for side in sides) if v is not None]
-    leaks = [side["leak"]["leak"] for side in sides if isinstance(side.get("leak"), dict)]
-    return {"label": sides[0].get("label", "?"),
-            "recovered": ", ".join(f"{side.get('recovered', '?')}/{record.get('records', '?')}" for side in sides),
-            "threshold": f"{record.get('threshold_db', '?')}",
-            "psnr": _db(median(psnr)) if psnr else "—", "ssim": f"{median(ssim):.3f}" if ssim else "—",
-            "leak": f"{sum(leaks)} of {len(leaks)}" if leaks else "—"}
-
-
 def inversion_section(rows: list[dict[str, Any]], images: Images) -> dict[str, Any] | None:
     """Everything the "Reconstruction attacks" section shows, or None without inversion rows."""
     attacked = [row for row in rows if row_type(row) == "inversion"]
@@ -388,7 +357,7 @@ def inversion_section(rows: list[dict[str, Any]], images: Images) -> dict[str, A
     return {
         "lead": found.lead() + found.warnings(), "attacks": found.attacks(), "tables": found.tables(),
         "failures": found.failures(), "grids": found.grids(), "lpips_notes": found.lpips_notes(),
-        "traces": found.trace_figures(), "active": found.active(),
+        "traces": found.trace_figures(),
     }
 
 
