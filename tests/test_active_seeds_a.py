@@ -8,6 +8,7 @@ an active result."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pytest
@@ -16,9 +17,15 @@ from torch import Tensor
 
 from privaudit.attacks.active.override import override_message, steering, victim_model
 from privaudit.attacks.active.threat import plan_override
+from privaudit.attacks.active.trial import override_trial
+from privaudit.campaign.config import parse_campaign
+from privaudit.campaign.run import run_campaign
 from privaudit.defenses.tvss import Schedule
+from privaudit.reports.html import runs_of
+from privaudit.reports.verdicts import verdict_section
 from privaudit.sim import public_knowledge, simulate
 from privaudit.wire import GroundTruth, Kind, Malicious, Tap
+from tests.helpers import one_line_error
 
 MLP = {"topology": "ring", "agents": 4, "model": "mlp", "model_options": {"hidden": [32]}}
 TABLES = {
@@ -119,3 +126,76 @@ def test_ternary_is_exact_at_round_0_and_off_by_the_quantization_error_after(def
     error = own["state"] - strategy.base  # x_v^k − Q_v^k; zero at k = 0, where the base is the public x_0
     assert torch.allclose(after + eps * lam * own["gradient"], strategy.goal + error, atol=1e-4)
     assert (error.abs().max() == 0) == (round == 0)
+
+
+def test_muffliato_refuses_a_round_before_a_gossip_round_in_one_line(defense_of):
+    defense = _build(defense_of, "muffliato")  # K = 2: rounds 0, 2, … update
+    with pytest.raises(ValueError, match="round 1, a gossip round .*choose a round t with t \\+ 1 a multiple of 2") as no:
+        plan_override("muffliato", defense.setup.topology, victim=0, round=0, rounds=4, agents=[1, 3],
+                      hyper=defense.public())
+    assert "\n" not in str(no.value)
+    assert plan_override("muffliato", defense.setup.topology, victim=0, round=1, rounds=4, agents=[1, 3],
+                         hyper=defense.public()).recovery_round == 2
+
+
+def _toml(tmp_path, defense: dict, attack: dict) -> str:
+    def value(v):
+        if isinstance(v, dict):
+            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
+        return json.dumps(v)
+
+    lines = ["[campaign]", 'name = "t"', "seeds = [0]", "[data]", 'dataset = "digits"', "[[defense]]"]
+    lines += [f"{k} = {value(v)}" for k, v in defense.items()] + ["[[attack]]"]
+    lines += [f"{k} = {value(v)}" for k, v in attack.items()]
+    path = tmp_path / "active.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+TRAP = {"kind": "trap_weights", "label": "trap", "threat": "malicious", "agents": [1, 3], "victim": 0}
+
+
+@pytest.mark.parametrize("defense, attack, error", [
+    ({"kind": "muffliato", "gossip_steps": 2, "rounds": 4}, {"rounds": [0]}, "round 1, a gossip round"),
+    ({"kind": "tvss_gradient", "rounds": 3}, {"rounds": [0]}, "'tvss_gradient' has no public batch size"),
+])
+def test_check_refuses_what_a_seed_steering_cannot_do_in_one_line(tmp_path, capsys, defense, attack, error):
+    table = {**MLP, "label": "D", "eval_every": defense["rounds"], **defense}
+    err = one_line_error(capsys, ["check", _toml(tmp_path, table, {**TRAP, **attack}), "--out", str(tmp_path / "o")])
+    assert error in err, err
+
+
+def test_the_trial_needs_a_batch_size_where_the_schedule_changes_it(defense_of):
+    with pytest.raises(ValueError, match="'tvss_output' has no public batch size to place the traps for: give one"):
+        override_trial(lambda: _build(defense_of, "tvss_output"), victim=0, round=0, agents=[1, 3])
+
+
+@pytest.fixture(scope="module")
+def honest_agent_run(tmp_path_factory):
+    """The trap override on the honest-agent seed algorithms (seed 003's two, seed 004's), at settings
+    where it does recover records from Wang & Zhang's (Laplace scale s = 10⁻⁹, no effective clipping),
+    so that a verdict that stays below "refuted" means something."""
+    ring = {**MLP, "rounds": 3, "eval_every": 3}
+    defenses = [{**ring, "kind": "tvss_gradient", "label": "G", "sigma_scale": 1e-9, "clip": 1e6},
+                {**ring, "kind": "tvss_output", "label": "O", "sigma_scale": 1e-9, "clip": 1e6},
+                {**ring, "kind": "ternary", "label": "T", "batch_size": 1}]
+    attack = {**TRAP, "rounds": [0], "batch_size": 3}
+    raw = {"campaign": {"name": "t", "seeds": [0]}, "data": {"dataset": "digits"}, "defense": defenses,
+           "attack": [attack]}
+    store = run_campaign(parse_campaign(raw), "# test", tmp_path_factory.mktemp("seeds"), progress=False,
+                         say=lambda line: None)
+    return store.rows()
+
+
+def test_no_honest_agent_claim_of_these_algorithms_is_refuted_by_an_active_result(honest_agent_run):
+    rows = honest_agent_run
+    training = [row for row in rows if row.get("type", "training") == "training"]
+    assert {row["claim"]["threat"]["kind"] for row in training} == {"honest-but-curious"}
+    recovered = {row["training"]: row["active"]["active"]["recovered"] for row in rows if row.get("active")}
+    assert len(recovered) == 3 and sum(recovered.values()) >= 2  # the lie did recover records somewhere
+    entries = verdict_section(rows, runs_of(training))["entries"]
+    assert len(entries) == 3
+    for entry in entries:
+        assert entry["status"] != "refuted" and entry["threat"].startswith("honest-but-curious (seed 00")
+        [finding] = [f for f in entry["findings"] if f["kind"] == "outside threat model"]
+        assert "never a refutation" in finding["text"] and "the active attack trap" in finding["text"]

@@ -57,7 +57,7 @@ def plan_active(cell: AttackCell, defense: Defense) -> tuple[OverridePlan, int]:
     table, run = cell.attack, cell.training.run
     try:
         plan = plan_override(run.kind, defense.setup.topology, victim=table.victim, round=cell.round,
-                             rounds=run.rounds, liar=_liar(cell, defense), agents=table.agents)
+                             rounds=run.rounds, liar=_liar(cell, defense), agents=table.agents, hyper=defense.public())
     except ValueError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
     setup = defense.setup
@@ -89,7 +89,7 @@ def active_row(cell: AttackCell, store: ResultsStore) -> dict[str, Any]:
     try:
         with devices.on(device):
             trial = attack.run(lambda: build_defense(cell.training, device), victim=plan.victim, round=plan.round,
-                               liar=plan.liar, agents=plan.agents)
+                               liar=plan.liar, agents=plan.agents, batch_size=size)
     except Diverged as diverged:
         return attack_cell_row(cell, not_run(size, f"failed: training run {diverged}", time.perf_counter() - started))
     found = _side_fields(cell, trial, trial.active, defense, store)
