@@ -199,3 +199,12 @@ def test_no_honest_agent_claim_of_these_algorithms_is_refuted_by_an_active_resul
         assert entry["status"] != "refuted" and entry["threat"].startswith("honest-but-curious (seed 00")
         [finding] = [f for f in entry["findings"] if f["kind"] == "outside threat model"]
         assert "never a refutation" in finding["text"] and "the active attack trap" in finding["text"]
+
+
+def test_the_report_gives_each_seed_its_own_batch_size():
+    """Poisson batches (Muffliato-GD, DP-D-PSGD) differ from seed to seed: each seed's count is of its own batch."""
+    from privaudit.reports.inversion import _active_side
+
+    records = [{"records": 13, "threshold_db": 40.0}, {"records": 9, "threshold_db": 40.0}]
+    sides = [{"label": "active", "recovered": 0}, {"label": "active", "recovered": 1}]
+    assert _active_side(sides, records)["recovered"] == "0/13, 1/9"

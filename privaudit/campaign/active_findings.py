@@ -133,11 +133,11 @@ def sent_summary(trial: Trial) -> dict[str, Any]:
     the norm of the point it made the victim mix to, and how far the message lies from that point
     (the other neighbours' terms it cancels)."""
     plan, message, goal = trial.plan, trial.message.double(), trial.goal.double()
-    return {"to": plan.victim, "round": plan.round, "kind": "model", "parameters": int(message.numel()),
+    return {"to": plan.victim, "round": plan.round, "kind": str(plan.steering.kind), "parameters": int(message.numel()),
             "message_norm": float(message.norm()), "goal_norm": float(goal.norm()),
             "message_to_goal": float((message - goal).norm()),
-            "what": (f"the model that makes agent {plan.victim} mix exactly to its own model with its first fully "
-                     "connected layer replaced by trap weights")}
+            "what": (f"the message that sets agent {plan.victim}'s next point to its own model as the liar holds it, "
+                     f"with its first fully connected layer replaced by trap weights: {plan.steering.rule}")}
 
 
 def active_record(trial: Trial, kind: str) -> dict[str, Any]:
