@@ -58,10 +58,11 @@ def test_the_receiver_mixes_the_crafted_message_and_the_liar_updates_honestly(de
 
 
 def test_a_defense_that_does_not_mix_the_delivery_is_refused_in_one_line(defense_of):
-    assert {name for name, cls in DEFENSES.items() if cls.delivering()} == {"dpsgd", "dp_dpsgd"}
-    muffliato = defense_of({**RING, "kind": "muffliato", "noise_multiplier": 1.0})
+    delivering = {name for name, cls in DEFENSES.items() if cls.delivering()}
+    assert {"dpsgd", "dp_dpsgd", "muffliato", "tvss_output", "tvss_gradient", "ternary"} <= delivering
+    dpdl = defense_of({**RING, "kind": "dpdl", "noise_multiplier": 1.0})
     with pytest.raises(PrivauditError, match="would reach nobody") as error:
-        simulate(muffliato, rounds=1, eval_every=10, taps=[Malicious([1], [1], Silent())])
+        simulate(dpdl, rounds=1, eval_every=10, taps=[Malicious([1], [1], Silent())])
     assert "\n" not in str(error.value)
 
 

@@ -57,7 +57,7 @@ def plan_active(cell: AttackCell, defense: Defense) -> tuple[OverridePlan, int]:
     table, run = cell.attack, cell.training.run
     try:
         plan = plan_override(run.kind, defense.setup.topology, victim=table.victim, round=cell.round,
-                             rounds=run.rounds, liar=_liar(cell, defense), agents=table.agents)
+                             rounds=run.rounds, liar=_liar(cell, defense), agents=table.agents, hyper=defense.public())
     except ValueError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
     setup = defense.setup
@@ -89,7 +89,7 @@ def active_row(cell: AttackCell, store: ResultsStore) -> dict[str, Any]:
     try:
         with devices.on(device):
             trial = attack.run(lambda: build_defense(cell.training, device), victim=plan.victim, round=plan.round,
-                               liar=plan.liar, agents=plan.agents)
+                               liar=plan.liar, agents=plan.agents, batch_size=size)
     except Diverged as diverged:
         return attack_cell_row(cell, not_run(size, f"failed: training run {diverged}", time.perf_counter() - started))
     found = _side_fields(cell, trial, trial.active, defense, store)
@@ -133,11 +133,11 @@ def sent_summary(trial: Trial) -> dict[str, Any]:
     the norm of the point it made the victim mix to, and how far the message lies from that point
     (the other neighbours' terms it cancels)."""
     plan, message, goal = trial.plan, trial.message.double(), trial.goal.double()
-    return {"to": plan.victim, "round": plan.round, "kind": "model", "parameters": int(message.numel()),
+    return {"to": plan.victim, "round": plan.round, "kind": str(plan.steering.kind), "parameters": int(message.numel()),
             "message_norm": float(message.norm()), "goal_norm": float(goal.norm()),
             "message_to_goal": float((message - goal).norm()),
-            "what": (f"the model that makes agent {plan.victim} mix exactly to its own model with its first fully "
-                     "connected layer replaced by trap weights")}
+            "what": (f"the message that sets agent {plan.victim}'s next point to its own model as the liar holds it, "
+                     f"with its first fully connected layer replaced by trap weights: {plan.steering.rule}")}
 
 
 def active_record(trial: Trial, kind: str) -> dict[str, Any]:

@@ -110,15 +110,18 @@ class Muffliato(DPDPSGD):
         """Whether a run of `rounds` rounds is Muffliato's averaging (`averaging`)."""
         return averaging(self.params, rounds)
 
+    delivers = True
+
     def step(self, t: int, wire: Wire) -> None:
-        """An update round is DP-D-PSGD's round; a gossip round broadcasts and mixes, and its
-        agents' applied update, none, is disclosed as zeros (what a coalition member knows)."""
+        """An update round is DP-D-PSGD's round; a gossip round broadcasts and mixes what the wire
+        delivered (a neighbour who lies reaches it, as on an update round), and its agents' applied
+        update, none, is disclosed as zeros (what a coalition member knows)."""
         if self.updates_at(t):
             super().step(t, wire)
             return
-        wire.broadcast_each(t, Kind.MODEL, self.x)
+        delivered = wire.broadcast_each(t, Kind.MODEL, self.x)
         wire.disclose_each(t, "gradient", lambda: torch.zeros_like(self.x))
-        self.x = self.gossip(self.x)
+        self.x = self.gossip(self.x, delivered)
 
     def claim_threat(self) -> ClaimThreat:
         """The local DP claimed here holds against any adversary (the DP-D-PSGD release); the

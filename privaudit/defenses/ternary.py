@@ -10,7 +10,8 @@ this is eq. (4): x^{k+1} = x^k − ε^k L_w Q(x^k) − ε^k λ^k g^k, with L_w =
 of Assumption 2. Each agent draws **one** Q(x_i^k) per iteration (Definition 2, `ternary` in
 `privaudit/quantizers.py`), broadcasts it to all its neighbours (`Kind.QUANTIZED_STATE`, the only
 message) and uses the same draw in its own comparison term — that is what makes eq. (5)'s average
-immune to the quantization error, and per-link draws would break it. Agents also disclose their
+immune to the quantization error, and per-link draws would break it. Each agent couples to the
+draws the wire delivered (`delivers`): a neighbour who lies (`privaudit.wire.Malicious`) reaches it. Agents also disclose their
 state x_i^k (the quantizer's input) and g_i^k to their own curious-neighbour tap.
 
 Decisions where the paper is silent or ambiguous:
@@ -49,7 +50,7 @@ from privaudit.accounting import Claim, ClaimThreat, Neighbours
 from privaudit.grads import batch_grads
 from privaudit.quantizers import TernaryQuantizerDpEvent, outside, ternary, worst_case_delta
 from privaudit.setup import Setup
-from privaudit.wire import Kind, Wire
+from privaudit.wire import Delivery, Kind, Wire
 
 
 THREAT = ClaimThreat("honest-but-curious", (
@@ -121,15 +122,26 @@ class Ternary(Defense):
         self.max_input = max(self.max_input, float(self.x.abs().max()))
         return ternary(self.x, p.r, self.setup.generator, on_overflow=p.on_overflow)
 
+    delivers = True
+
     def step(self, t: int, wire: Wire) -> None:
         gradients, rows = self.local_gradients()
         quantized = self.quantize()
-        wire.broadcast_each(t, Kind.QUANTIZED_STATE, quantized)
+        delivered = wire.broadcast_each(t, Kind.QUANTIZED_STATE, quantized)
         wire.disclose_each(t, "batch", rows)
         wire.disclose_each(t, "state", self.x)
         wire.disclose_each(t, "gradient", gradients)
         lam, eps = self.step_sizes(t)
-        self.x = self.x - eps * (self.laplacian @ quantized) - eps * lam * gradients
+        self.x = self.x - eps * self.coupling(quantized, delivered) - eps * lam * gradients
+
+    def coupling(self, quantized: Tensor, delivered: Delivery | None) -> Tensor:
+        """L_w Q, row i Σ_j w_ij (Q_i − Q_j) of eq. (3), with each agent's own draw Q_i and the
+        neighbours' draws it received: a lying neighbour a's m_{a→i} in place of Q_a lowers row i by
+        w_ia (m_{a→i} − Q_a), the correction `Delivery.mix` adds to W Q (here added to zero)."""
+        coupled = self.laplacian @ quantized
+        if delivered is None:
+            return coupled
+        return coupled - delivered.mix(torch.zeros_like(quantized), quantized, self.setup.topology)
 
     def mechanism(self, rounds: int) -> dp_accounting.DpEvent:
         """`rounds` quantizations of one agent's state: no dp_accounting accountant supports it."""

@@ -17,7 +17,8 @@ examples use s = 1, the default here. A is doubly stochastic with a positive dia
 * Algorithm 2, §4: agent i broadcasts x_{i,k} (`Kind.MODEL`) and updates
   x_{i,k+1} = (1−β_k) x_{i,k} + β_k Σ_j a_ij x_{j,k} − α_k (g_i^k + n_{i,k}).
 
-g_i^k = (1/γ_k) Σ_l g_i(x_{i,k}, ξ_i^l) (§2.2). Decisions where the paper is silent or loose:
+g_i^k = (1/γ_k) Σ_l g_i(x_{i,k}, ξ_i^l) (§2.2). Each agent mixes what the wire delivered
+(`delivers`): a neighbour who lies (`privaudit.wire.Malicious`) reaches it. Decisions where the paper is silent or loose:
 
 * **Clipping.** The paper's adjacency (Definition 1) *assumes* two samples' gradients differ by
   at most C in ℓ1; nothing enforces it, and its own estimation example violates it (a sampled
@@ -637,15 +638,18 @@ class OutputPerturbation(_TimeVaryingSamples):
         "γ_k without the ceiling": {"ceiling": "none"},
     }
 
+    delivers = True
+
     def step(self, t: int, wire: Wire) -> None:
-        """Eq. (3): broadcast x_{i,k} + n_{i,k}, then mix the noisy states (own included) and step."""
+        """Eq. (3): broadcast x_{i,k} + n_{i,k}, then mix the noisy states delivered (own included)
+        and step."""
         noise = self.laplace(t)
         released = self.x + noise
-        wire.broadcast_each(t, Kind.NOISY_STATE, released)
+        delivered = wire.broadcast_each(t, Kind.NOISY_STATE, released)
         wire.disclose_each(t, "noise", noise)
         gradients = self.local_gradients(t, wire)
         alpha, beta = self.mix(t)
-        self.x = (1.0 - beta) * self.x + beta * self.gossip(released) - alpha * gradients
+        self.x = (1.0 - beta) * self.x + beta * self.gossip(released, delivered) - alpha * gradients
 
     def claimed(self, rounds: int | None, cap: int | None, **reading) -> Budget:
         return output_claim(self.schedule, self.params.clip, rounds, cap, **reading)
@@ -693,14 +697,16 @@ class GradientPerturbation(_TimeVaryingSamples):
         "γ_k without the ceiling": {"ceiling": "none"},
     }
 
+    delivers = True
+
     def step(self, t: int, wire: Wire) -> None:
-        """§4: broadcast x_{i,k}, mix the clean states and step along the noisy gradient."""
-        wire.broadcast_each(t, Kind.MODEL, self.x)
+        """§4: broadcast x_{i,k}, mix the clean states delivered and step along the noisy gradient."""
+        delivered = wire.broadcast_each(t, Kind.MODEL, self.x)
         gradients = self.local_gradients(t, wire)
         noise = self.laplace(t)
         wire.disclose_each(t, "noise", noise)
         alpha, beta = self.mix(t)
-        self.x = (1.0 - beta) * self.x + beta * self.gossip(self.x) - alpha * (gradients + noise)
+        self.x = (1.0 - beta) * self.x + beta * self.gossip(self.x, delivered) - alpha * (gradients + noise)
 
     def claimed(self, rounds: int | None, cap: int | None, **reading) -> Budget:
         return gradient_claim(self.schedule, self.params.clip, rounds, cap, **reading)

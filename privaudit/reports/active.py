@@ -37,15 +37,17 @@ def _db(value: float) -> str:
     return "∞ dB" if math.isinf(value) else f"{value:.1f} dB"
 
 
-def _inversion_side(sides: list[dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
-    """One side of an active attack's trials over seeds, in words: records recovered per seed,
-    median batch PSNR and SSIM, seeds judged leaking."""
+def _inversion_side(sides: list[dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """One side of an active attack's trials over seeds (`records[s]` the `active` record of seed s,
+    `sides[s]` its side), in words: records recovered per seed, each of that seed's batch (a Poisson
+    batch differs from seed to seed), median batch PSNR and SSIM, seeds judged leaking."""
     psnr = [v for v in (_value(side, "psnr") for side in sides) if v is not None]
     ssim = [v for v in (_value(side, "ssim") for side in sides) if v is not None]
     leaks = [side["leak"]["leak"] for side in sides if isinstance(side.get("leak"), dict)]
     return {"label": sides[0].get("label", "?"),
-            "recovered": ", ".join(f"{side.get('recovered', '?')}/{record.get('records', '?')}" for side in sides),
-            "threshold": f"{record.get('threshold_db', '?')}",
+            "recovered": ", ".join(f"{side.get('recovered', '?')}/{record.get('records', '?')}"
+                                   for side, record in zip(sides, records)),
+            "threshold": f"{records[0].get('threshold_db', '?')}",
             "psnr": _db(median(psnr)) if psnr else "—", "ssim": f"{median(ssim):.3f}" if ssim else "—",
             "leak": f"{sum(leaks)} of {len(leaks)}" if leaks else "—"}
 
@@ -63,7 +65,7 @@ def _inversions(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         shown.append({"name": label, "round": round_, "liar": first.get("liar"), "victim": first.get("victim"),
                       "agents": ", ".join(map(str, first.get("agents") or [])),
                       "assumptions": first.get("assumptions") or [],
-                      "sides": [_inversion_side([record[side] for record in records], first)
+                      "sides": [_inversion_side([record[side] for record in records], records)
                                 for side in ("active", "passive")]})
     return shown
 

@@ -22,6 +22,7 @@ from torch import Tensor
 from privaudit.attacks.active.recovery import TOLERANCE, recover
 from privaudit.attacks.active.override import steered_defenses
 from privaudit.attacks.active.threat import OverridePlan, TrapOverride, malicious_tap, override_refusal, plan_override
+from privaudit.attacks import views
 from privaudit.attacks.inversion.base import Reconstruction
 from privaudit.data import Dataset
 from privaudit.defenses.base import Defense
@@ -65,16 +66,21 @@ class Trial:
 
 
 def override_trial(build: Callable[[], Defense], *, victim: int, round: int, liar: int | None = None,
-                   agents: Iterable[int] | None = None, tolerance: float = TOLERANCE) -> Trial:
+                   agents: Iterable[int] | None = None, tolerance: float = TOLERANCE,
+                   batch_size: int | None = None) -> Trial:
     """Run `build()`'s defense with the trap-weight override of `victim` at `round`, and a second
     `build()` honestly, each up to the last round the plan reads; invert the victim's batch of the
-    recovery round on both and score them against it."""
+    recovery round on both and score them against it. `batch_size`: the records the traps are
+    placed for and the inversion rebuilds (default: the defense's public batch size; a defense whose
+    schedule changes it every round, Wang & Zhang's γ_k, needs it given)."""
     defense = build()
     setup = defense.setup
     plan = plan_override(defense.name, setup.topology, victim=victim, round=round, rounds=None, liar=liar,
                          agents=agents, hyper=defense.public())
     rounds = max(plan.rounds_heard) + 1
-    batch_size = defense.params.batch_size
+    batch_size = batch_size or views.batch_size(defense.name, defense.public())
+    if batch_size is None:
+        raise ValueError(f"defense '{defense.name}' has no public batch size to place the traps for: give one")
     strategy = TrapOverride(plan, public_knowledge(defense), setup.model, setup.data.x_test, batch_size, setup.seed)
     heard, rows = _run(defense, malicious_tap(plan, strategy), plan, rounds)
     honest, honest_rows = _run(build(), Coalition(plan.agents, rounds=plan.rounds_heard, kinds=plan.kinds_heard),
@@ -137,9 +143,10 @@ class TrapWeights:
         return steered_defenses()
 
     def run(self, build: Callable[[], Defense], *, victim: int, round: int, liar: int | None = None,
-            agents: Iterable[int] | None = None) -> Trial:
+            agents: Iterable[int] | None = None, batch_size: int | None = None) -> Trial:
         """`override_trial` with this attack's tolerance."""
-        return override_trial(build, victim=victim, round=round, liar=liar, agents=agents, tolerance=self.tolerance)
+        return override_trial(build, victim=victim, round=round, liar=liar, agents=agents, tolerance=self.tolerance,
+                              batch_size=batch_size)
 
 
 ACTIVE_ATTACKS: dict[str, type[TrapWeights]] = {"trap_weights": TrapWeights}

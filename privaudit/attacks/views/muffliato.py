@@ -7,6 +7,12 @@ the released noisy gradient exactly, as for DP-D-PSGD: (Σ_b clip_C(g_b) + N(0, 
 rate q = B/|D_i|; across a gossip round it is pure gossip and says nothing of the victim's data.
 The canary channel therefore reads the update rounds only, each with DP-D-PSGD's law; the
 coalition and the position audit follow the recurrence; σ is the noise parameter.
+
+A neighbour who lies (`STEERING`) solves the victim's gossip row for its model broadcast, as for
+DP-D-PSGD, at a round t whose next round t + 1 takes a local step: the victim mixes to θ* at t (and
+steps to θ* − η g̃_v^t when t is itself an update round, K = 1), computes its noisy gradient of
+t + 1 there, and the state difference of t + 1 gives it away. Before a gossip round t + 1 the
+victim computes no gradient, so the override refuses such a round.
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ from torch import Tensor
 
 from privaudit.attacks.audit.channels import Reading
 from privaudit.attacks.coalition.dynamics import Dynamics
-from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Target, broadcast_model, expect,
-                                public_params, span, victim_and_neighbours, victim_only)
+from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Steering, Target, broadcast_model,
+                                expect, heard_model, public_params, span, steer_mixing, victim_and_neighbours,
+                                victim_only)
 from privaudit.attacks.views.dpsgd import DPSGDChannel, solved_gradient
 from privaudit.attacks.views.registry import (Noise, register_batch_size, register_channel, register_dynamics, register_extractor,
-                                    register_model_view, register_noise)
+                                    register_model_view, register_noise, register_steering)
 from privaudit.defenses.muffliato import Muffliato, MuffliatoParams
 from privaudit.wire import Kind, Transcript
 
@@ -70,6 +77,17 @@ class MuffliatoChannel(DPSGDChannel):
         return super().read(transcript, victims, round, scenarios, records)
 
 
+def steering_refusal(hyper: Mapping[str, Any], round: int) -> str | None:
+    """Why an override at `round` cannot steer Muffliato-GD: the round after it is a gossip round,
+    at which the victim computes no gradient (its next one comes at the next update round, after
+    gossip steps that mix the steered point away)."""
+    if update_round(hyper, round + 1):
+        return None
+    steps = _params(hyper).gossip_steps
+    return (f"an override at round {round} of muffliato steers the victim's model of round {round + 1}, a gossip round "
+            f"(K = {steps}) at which it computes no gradient: choose a round t with t + 1 a multiple of {steps}")
+
+
 def _step(transcript: Transcript, t: int) -> tuple[Tensor, None, float]:
     """x^{t+1} = W x^t − s_t g̃^t, s_t = η on update rounds and 0 on gossip rounds."""
     hyper = transcript.public.hyper
@@ -88,3 +106,9 @@ register_dynamics(Dynamics(NAME, Kind.MODEL, True, _step,
                            "gossip round"))
 register_noise(Noise(NAME, {"noise_multiplier": ("σ", True)}))
 register_batch_size(NAME, lambda hyper: _params(hyper).batch_size)
+register_steering(Steering(
+    NAME, Kind.MODEL, steer_mixing(Kind.MODEL), heard_model(Kind.MODEL), 1, "state_difference",
+    "the victim's gossip row x_v^{t+1} = Σ_j w_vj m_{j→v}^t − s_t g̃_v^t solved for the liar's model broadcast at a "
+    "round t before an update round, so the victim mixes to θ* and computes its noisy gradient of t + 1 at θ* "
+    "(K > 1: s_t = 0, exactly) or at θ* − η g̃_v^t (K = 1, as DP-D-PSGD)",
+    steering_refusal))

@@ -5,6 +5,15 @@ x^{k+1} = x^k − ε^k L_w Q(x^k) − ε^k λ^k g^k. The state difference gives 
 estimate whose error is two quantization draws over ε^k λ^k; the broadcast itself is the model an
 attacker holds; the coalition attack solves the recurrence with unheard draws as unknowns; the
 threshold r is the noise parameter (the quantizer's only randomness).
+
+A neighbour who lies solves eq. (3) for its message (`steer_quantized`): the victim's
+x_v^k + ε^k Σ_j w_vj (m_{j→v} − Q_v^k) lands on θ*, then steps by −ε^k λ^k g_v^k (computed before,
+at x_v^k) and computes its gradient of k + 1 there. The liar hears only the victim's draw Q_v^k, not
+x_v^k: at k = 0 the state is the public x_0 and the override is exact; at k ≥ 1 it puts Q_v^k in
+place of x_v^k, which leaves the victim at θ* + x_v^k − Q_v^k, the draw's error (variance
+r|x_c| − x_c² per coordinate, up to r²/4). The crafted message is real-valued, not a ternary draw:
+eq. (3) as printed, and this simulator, mix whatever arrives; a receiver that accepts only symbols
+in {−r, 0, r} (two bits per coordinate on a real link) refuses it, and this steering does not apply.
 """
 
 from __future__ import annotations
@@ -17,10 +26,10 @@ from torch import Tensor
 
 from privaudit.attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
 from privaudit.attacks.coalition.dynamics import Dynamics
-from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Extractor, Target, broadcast_model, expect, heard,
-                                initial_model, neighbours, public_params, span, victim_and_neighbours, victim_only)
+from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Extractor, Steering, Target, broadcast_model, expect,
+                                heard, initial_model, neighbours, public_params, span, victim_and_neighbours, victim_only)
 from privaudit.attacks.views.registry import (Noise, register_batch_size, register_channel, register_dynamics, register_extractor,
-                                    register_model_view, register_noise)
+                                    register_model_view, register_noise, register_steering)
 from privaudit.defenses.ternary import Ternary, TernaryParams
 from privaudit.wire import Kind, PublicKnowledge, Transcript
 
@@ -68,6 +77,33 @@ def state_difference(transcript: Transcript, victim: int, round: int) -> Target:
         round=round,
         kind="gradient_estimate",
     )
+
+
+def held_state(transcript: Transcript, round: int, victim: int) -> Tensor:
+    """The victim's state x_v^k as the liar holds it, float64 (a `Steering.base`): the public x_0
+    at k = 0, exact; afterwards its heard draw Q_v^k, unbiased while r ≥ ‖x_v^k‖_∞."""
+    return initial_model(transcript) if round == 0 else heard(transcript, Kind.QUANTIZED_STATE, round, victim, None)
+
+
+def steer_quantized(transcript: Transcript, round: int, liar: int, victim: int, goal: Tensor) -> Tensor:
+    """Seed 004 eq. (3), x_v^{k+1} = x_v^k + ε^k Σ_{j∈N_v} w_vj (m_{j→v} − Q_v^k) − ε^k λ^k g_v^k, solved
+    for the liar a's message so that the victim's coupling step lands on θ*:
+
+        m_{a→v} = ((θ* − x̂_v^k)/ε^k + d_v Q_v^k − Σ_{j∈N_v, j≠a} w_vj Q_j^k) / w_va,   d_v = Σ_{j≠v} w_vj,
+
+    with x̂_v^k the victim's state as the liar holds it (`held_state`: exact at k = 0). ValueError
+    when the liar does not weigh in the victim's coupling."""
+    W = transcript.public.mixing
+    if liar == victim or float(W[victim, liar]) == 0.0:
+        raise ValueError(f"agent {liar} does not weigh in agent {victim}'s coupling (w = 0): it cannot steer it")
+    _, eps = _params(transcript.public.hyper).step_sizes(round)
+    own = heard(transcript, Kind.QUANTIZED_STATE, round, victim, None)
+    needed = (goal.double() - held_state(transcript, round, victim)) / eps
+    for j in neighbours(W, victim):
+        needed = needed + W[victim, j] * own
+        if j != liar:
+            needed = needed - W[victim, j] * heard(transcript, Kind.QUANTIZED_STATE, round, j, None)
+    return needed / W[victim, liar]
 
 
 class TernaryChannel(Channel):
@@ -126,3 +162,9 @@ register_dynamics(Dynamics(Ternary.name, Kind.QUANTIZED_STATE, False, _step,
                            "the local gradient up to the quantization draws, which enter as unknowns where unheard"))
 register_noise(Noise(Ternary.name, {"r": ("r", True)}))
 register_batch_size(Ternary.name, lambda hyper: _params(hyper).batch_size)
+register_steering(Steering(
+    Ternary.name, Kind.QUANTIZED_STATE, steer_quantized, held_state, 1, "state_difference",
+    "eq. (3)'s coupling x_v^k + ε^k Σ_j w_vj (m_{j→v} − Q_v^k) solved for the liar's message, a real-valued vector "
+    "(a receiver that accepts only ternary symbols refuses it): exact at k = 0 (x_0 is public), otherwise off by the "
+    "victim's quantization error x_v^k − Q_v^k (variance up to r²/4 per coordinate); the victim steps by "
+    "−ε^k λ^k g_v^k and computes its gradient of k + 1 there"))

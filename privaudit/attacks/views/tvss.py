@@ -9,22 +9,31 @@
 Both canary channels plant the claim's Definition 1 pair (two gradients C apart in ℓ1, along one
 coordinate); the coalition attack does not model either recurrence; the Laplace scale s is the
 noise parameter.
+
+A neighbour who lies solves the victim's consensus step for its broadcast (`steer_consensus`): the
+victim's combination (1−β_k) x_{v,k} + β_k Σ_j a_vj m_{j→v} lands on θ*, the victim steps to
+θ* − α_k (its update of round k, which the liar cannot know before it is computed) and computes its
+gradient of round k + 1 there. Alg. 2 hears x_{v,k} itself, so the combination is exact. Alg. 1
+hears only y_{v,k} = x_{v,k} + n_{v,k}: the liar puts y_{v,k} in place of the clean own term, which
+leaves the victim's combination at θ* − (1−β_k) n_{v,k}, a Laplace error of scale (1−β_k) σ_k per
+coordinate; only at k = 0, where x_{v,0} = x_0 is public, is it exact.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from privaudit.attacks.audit.channels import Channel, Family, Reading, RoundLaw, targets
-from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Target, broadcast_model, expect,
-                                heard, initial_model, mixed, public_params, span, victim_and_neighbours, victim_only)
+from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Steering, Target,
+                                broadcast_model, expect, heard, initial_model, mixed, public_params, span, steer_mixing,
+                                victim_and_neighbours, victim_only)
 from privaudit.attacks.views.registry import (Noise, register_channel, register_extractor, register_model_view, register_noise,
-                                    register_unmodelled)
+                                    register_steering, register_unmodelled)
 from privaudit.defenses.tvss import GradientPerturbation, OutputPerturbation, Schedule, TVSSParams
 from privaudit.wire import Kind, PublicKnowledge, Transcript
 
@@ -93,6 +102,40 @@ def state_difference(transcript: Transcript, victim: int, round: int) -> Target:
         kind="noisy_gradient",
         clipping=Clipping("per_sample_l1", p.clip),
     )
+
+
+def own_state(kind: Kind) -> Callable[[Transcript, int, int], Tensor]:
+    """A `Steering.base`: the victim's state x_{v,k} as the liar holds it, float64: the public x_0
+    at k = 0 (exact for both algorithms), else the victim's broadcast of `kind` at k (Alg. 2's
+    clean state, exact; Alg. 1's noisy y_{v,k} = x_{v,k} + n_{v,k}, unbiased)."""
+
+    def base(transcript: Transcript, round: int, victim: int) -> Tensor:
+        return initial_model(transcript) if round == 0 else heard(transcript, kind, round, victim, None)
+
+    base.__doc__ = f"The victim's state at the round: x_0 at round 0, else its '{kind}' broadcast."
+    return base
+
+
+def steer_consensus(kind: Kind) -> Callable[[Transcript, int, int, int, Tensor], Tensor]:
+    """The craft of Wang & Zhang's consensus step (seed 003, eq. (3) for Alg. 1, §4 for Alg. 2):
+    agent v combines (1−β_k) x_{v,k} + β_k Σ_{j∈N_v} a_vj m_{j→v} (N_v includes v, its own
+    broadcast) and then steps by −α_k(·). Setting the combination to θ* is the plain averaging row
+    at the goal (θ* − (1−β_k) x̂_{v,k}) / β_k (`steer_mixing`), x̂_{v,k} the victim's state as the liar
+    holds it (`own_state`): exact for Alg. 2 and at k = 0, off by (1−β_k) n_{v,k} for Alg. 1 at k ≥ 1."""
+    average = steer_mixing(kind)
+    state = own_state(kind)
+
+    def craft(transcript: Transcript, round: int, liar: int, victim: int, goal: Tensor) -> Tensor:
+        weight = float(_schedule(transcript).weight(round))
+        own = state(transcript, round, victim)
+        return average(transcript, round, liar, victim, (goal.double() - (1.0 - weight) * own) / weight)
+
+    craft.__doc__ = f"The liar's '{kind}' broadcast that makes the victim's consensus step land on the goal."
+    return craft
+
+
+def _schedule(transcript: Transcript) -> Schedule:
+    return Schedule.of(_params(transcript.public.hyper, transcript.public.defense))
 
 
 class _TVSSChannel(Channel):
@@ -186,3 +229,19 @@ register_unmodelled(GradientPerturbation.name, "Wang & Zhang Alg. 2's recurrence
                     "attack")
 for _name in (OutputPerturbation.name, GradientPerturbation.name):
     register_noise(Noise(_name, {"sigma_scale": ("Laplace scale s", True)}))
+
+STEERING_RULES = {
+    GradientPerturbation.name: (
+        "the consensus step (1−β_k) x_{v,k} + β_k Σ_j a_vj m_{j→v} (§4) solved for the liar's model broadcast, exact "
+        "(it hears x_{v,k}): the victim lands on θ*, steps to θ* − α_k (g_v^k + n_{v,k}) and computes its gradient of "
+        "k + 1 there"),
+    OutputPerturbation.name: (
+        "the consensus step (1−β_k) x_{v,k} + β_k Σ_j a_vj y_{j→v} (eq. (3)) solved for the liar's noisy-state "
+        "broadcast with the victim's heard y_{v,k} in place of its clean x_{v,k}: exact at k = 0 (x_0 is public), "
+        "otherwise the victim lands on θ* − (1−β_k) n_{v,k}, a Laplace error of scale (1−β_k)σ_k per coordinate; "
+        "it steps by −α_k g_v^k and computes its gradient of k + 1 there"),
+}
+for _defense, _kind, _scenario in ((GradientPerturbation.name, Kind.MODEL, "state_difference"),
+                                   (OutputPerturbation.name, Kind.NOISY_STATE, "noisy_state")):
+    register_steering(Steering(_defense, _kind, steer_consensus(_kind), own_state(_kind), 1, _scenario,
+                               STEERING_RULES[_defense]))
