@@ -58,7 +58,7 @@ def test_the_receiver_mixes_the_crafted_message_and_the_liar_updates_honestly(de
 
 
 def test_a_defense_that_does_not_mix_the_delivery_is_refused_in_one_line(defense_of):
-    assert {name for name, cls in DEFENSES.items() if cls.delivering()} == {"dpsgd", "dp_dpsgd"}
+    assert {name for name, cls in DEFENSES.items() if cls.delivering()} == {"dpsgd", "dp_dpsgd", "dpdl", "lt_admm_dp"}
     muffliato = defense_of({**RING, "kind": "muffliato", "noise_multiplier": 1.0})
     with pytest.raises(PrivauditError, match="would reach nobody") as error:
         simulate(muffliato, rounds=1, eval_every=10, taps=[Malicious([1], [1], Silent())])

@@ -243,7 +243,7 @@ class DPDL(Defense):
         p = self.params
         models = wire.broadcast_each(t, Kind.MODEL, self.x)  # line 3
         xb, yb, rows = self.setup.local.fixed_batches(p.batch_size, self.setup.generator)  # line 4
-        sums = self._clipped_sums(xb, yb, self._points(models))  # eqs. 8–9, 11–12
+        sums = self._clipped_sums(xb, yb, models)  # eqs. 8–9, 11–12
         noise = None
         if p.noise:
             noise = torch.randn(sums.shape, generator=self.setup.generator).mul_(self.sigma * p.clip)
@@ -284,12 +284,14 @@ class DPDL(Defense):
                 points[r] = delivered.crafted[link]
         return points
 
-    def _clipped_sums(self, xb: Tensor, yb: Tensor, points: Tensor) -> Tensor:
-        """Σ_b clip_C(∇F(points_r; ζ_{sender_r, b})) for every row r → [R, P], from each agent's
-        batch (xb [n, B, ...]). In closed form on a regular graph, whose slot-major rows share the
+    def _clipped_sums(self, xb: Tensor, yb: Tensor, delivered: Delivery | None = None) -> Tensor:
+        """Σ_b clip_C(∇F(p_r; ζ_{sender_r, b})) for every row r → [R, P], p_r the model sender_r
+        received from point_r (`_points`, with the `delivered` models), from each agent's batch
+        (xb [n, B, ...]). In closed form on a regular graph, whose slot-major rows share the
         agents' batches (`FlatModel.clipped_sums`: few large products); else from per-sample
         gradients, in row chunks within the memory budget."""
         model, clip = self.setup.model, self.params.clip
+        points = self._points(delivered)
         if model.closed_form and self.slotted:
             return clipped_sums(model, points, xb, yb, torch.ones(len(points), xb.shape[1]), clip)
         x, y = xb[self.sender], yb[self.sender]
