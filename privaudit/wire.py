@@ -10,10 +10,11 @@ An honest-but-curious neighbour also knows its own private values (its state, it
 defenses report those with `Wire.disclose`, and only the tap observing that agent records them.
 
 A participant who lies is a `Malicious` tap: it hears as a coalition does, and the wire replaces
-the messages its liars broadcast with `Wire.broadcast_each` by what its strategy computes from that
-tap's record so far, receiver by receiver. The wire then delivers: `broadcast_each` returns the
-`Delivery` of the crafted messages, and a defense that mixes through `Defense.gossip` with it mixes
-what each agent received. With no liar nothing changes (it returns None, the same tensors as before).
+the messages its liars broadcast with `Wire.broadcast_each`, or send over links with
+`Wire.send_each`, by what its strategy computes from that tap's record so far, receiver by receiver.
+The wire then delivers: both return the `Delivery` of the crafted messages, and a defense that mixes
+through `Defense.gossip` with it (or reads `Delivery.received` for directed messages) uses what each
+agent received. With no liar nothing changes (they return None, the same tensors as before).
 """
 
 from __future__ import annotations
@@ -479,11 +480,21 @@ class Transcript:
 
 @dataclass(frozen=True)
 class Delivery:
-    """What the wire delivered in place of what was sent by `Wire.broadcast_each`: `crafted[a, i]`
-    is m_{a→i}, the payload liar a sent to agent i instead of its state x_a."""
+    """What the wire delivered in place of what was sent by `Wire.broadcast_each` or
+    `Wire.send_each`: `crafted[a, i]` is m_{a→i}, the payload liar a sent to agent i instead of
+    the protocol's (its state x_a, or its message on link a → i)."""
 
     kind: Kind
     crafted: dict[tuple[int, int], Tensor]
+
+    def received(self, sent: Tensor, links: Sequence[tuple[int, int]]) -> Tensor:
+        """The payloads `send_each` delivered: `sent[r]` over `links[r]`, the crafted one in its place
+        where a liar lied on that link."""
+        delivered = sent.clone()
+        for r, link in enumerate(links):
+            if link in self.crafted:
+                delivered[r] = self.crafted[link]
+        return delivered
 
     def mix(self, mixed: Tensor, sent: Tensor, topology: Topology) -> Tensor:
         """W x corrected to what each agent received: (W x)_i + Σ_a w_ia (m_{a→i} − x_a), where
@@ -498,9 +509,9 @@ class Delivery:
 class Wire:
     """The network of one run: checks every transmission against the topology, counts it, and lets
     the taps record it. Defenses keep their own copies of the states they send; what the wire
-    delivers differs from them only where a `Malicious` tap lies, and `broadcast_each` then returns
-    the difference (`Delivery`). `delivers` says whether the run's defense mixes that delivery: a
-    liar on a wire whose defense does not is refused (its messages would reach nobody)."""
+    delivers differs from them only where a `Malicious` tap lies, and `broadcast_each` or `send_each`
+    then returns the difference (`Delivery`). `delivers` says whether the run's defense mixes that
+    delivery: a liar on a wire whose defense does not is refused (its messages would reach nobody)."""
 
     def __init__(self, topology: Topology, taps: Iterable[Tap] = (), *, delivers: bool = False) -> None:
         self.topology = topology
@@ -564,9 +575,11 @@ class Wire:
                     crafted[sender, receiver] = payload
         return Delivery(kind, crafted)
 
-    def send_each(self, round: int, kind: Kind, links: Sequence[tuple[int, int]], payloads: Tensor) -> None:
+    def send_each(self, round: int, kind: Kind, links: Sequence[tuple[int, int]], payloads: Tensor) -> Delivery | None:
         """`payloads[r]` sent over the directed link `links[r]` for every r: the same messages as
-        calls of `send`, offered to each tap at once (`Tap.hear_sends`)."""
+        calls of `send`, offered to each tap at once (`Tap.hear_sends`). None when every message went
+        out as sent; the `Delivery` of the crafted ones when a liar replaced some (a defense reads
+        what each link delivered with `Delivery.received`)."""
         kind = Kind(kind)
         if len(links) != len(payloads):
             raise ValueError(f"send_each needs one payload per link ({len(links)}), got {len(payloads)}")
@@ -575,12 +588,40 @@ class Wire:
             if off:
                 raise ValueError(f"agent {off[0][0]} sent '{kind}' to {off[0][1]}, which is not its neighbour")
             self._checked = list(links)
-        if self._liar is not None and any(self._liar.lies(kind, sender) for sender, _ in links):
-            raise PrivauditError(f"a liar sends '{kind}' over links (send_each): its messages are replaced only "
-                                 "where the defense sends with broadcast_each")
         self.counts[kind] += len(links)
-        for tap in self.taps:
-            tap.hear_sends(round, kind, links, payloads, self.topology)
+        if self._liar is None or not any(self._liar.lies(kind, sender) for sender, _ in links):
+            for tap in self.taps:
+                tap.hear_sends(round, kind, links, payloads, self.topology)
+            return None
+        return self._deliver_sent_lies(round, kind, links, payloads)
+
+    def _deliver_sent_lies(self, round: int, kind: Kind, links: Sequence[tuple[int, int]],
+                           payloads: Tensor) -> Delivery:
+        """`send_each` with a liar on the wire, rushing as `_deliver_lies`: every tap hears the honest
+        agents' messages first; then the malicious tap records, as the liar's own value "protocol
+        <kind> to <j>", what the protocol would have it send on link → j, and each liar sends, link by
+        link, what that tap crafts from its record (the protocol's message where it crafts none)."""
+        liar = self._liar
+        mine: dict[int, list[int]] = {}
+        for r, (sender, receiver) in enumerate(links):
+            if liar.lies(kind, sender):
+                mine.setdefault(sender, []).append(r)
+            else:
+                self._record(kind, round, sender, receiver, payloads[r])
+        crafted: dict[tuple[int, int], Tensor] = {}
+        for sender in sorted(mine):
+            if liar.wants_round(round):
+                for r in mine[sender]:
+                    liar.record_disclosure(Disclosure(round, sender, f"protocol {kind} to {links[r][1]}",
+                                                      payloads[r].detach().to("cpu", copy=True)))
+            lies = liar.craft(round, kind, sender, [links[r][1] for r in mine[sender]])
+            for r in mine[sender]:
+                receiver = links[r][1]
+                payload = lies.get(receiver, payloads[r]).to(payloads.dtype).to(payloads.device)
+                self._record(kind, round, sender, receiver, payload)
+                if receiver in lies:
+                    crafted[sender, receiver] = payload
+        return Delivery(kind, crafted)
 
     def observes_anyone(self) -> bool:
         """Whether some tap may record an agent's private values (a defense can skip disclosing then)."""
@@ -613,7 +654,7 @@ class Wire:
     def _offer(self, kind: Kind, round: int, sender: int, receiver: int | None, payload: Tensor, copies: int) -> None:
         if self._liar is not None and self._liar.lies(kind, sender):
             raise PrivauditError(f"agent {sender} sends '{kind}' one message at a time: a liar's messages are "
-                                 "replaced only where the defense sends with broadcast_each")
+                                 "replaced only where the defense sends with broadcast_each or send_each")
         self.counts[kind] += copies
         self._record(kind, round, sender, receiver, payload)
 

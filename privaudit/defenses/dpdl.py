@@ -15,6 +15,10 @@ Algorithm 1 (seed 000, lines 1–30), per round t and agent i:
    `Kind.MOMENTUM`, `Kind.PREGOSSIP_MODEL`), then gossip v^i = Σ_j w_ij ṽ^j, x^i = Σ_j w_ij x̃^j
    (eqs. 21–22). Every agent starts from the same x_0, with v_0 = 0.
 
+Every agent computes its cross-gradients at the models it received and mixes the momenta and models
+it received (`delivers`): a neighbour who lies (`privaudit.wire.Malicious`) chooses, by the model it
+sends agent i, the very point at which i computes the cross-gradient it sends back in that round.
+
 All clipped gradient sums of a round (every directed pair (i → j) at x^j plus every self pair
 (i, i)) come from one `clipped_sums` call over pairs (in closed form for a linear model, else from
 per-sample gradients), split into row chunks only when one call would exceed a memory budget (the
@@ -84,7 +88,7 @@ from privaudit.accounting import (OUTSIDE_RANGE, WITHOUT_REPLACEMENT_METHOD, Ass
                                   without_replacement_epsilon)
 from privaudit.grads import clipped_sums
 from privaudit.setup import Setup
-from privaudit.wire import Kind, Wire
+from privaudit.wire import Delivery, Kind, Wire
 
 # Largest per-sample gradient tensor (rows × B × P floats) computed in one call.
 _CHUNK_FLOATS = 2**26
@@ -230,12 +234,16 @@ class DPDL(Defense):
             return self.params.model_dump()
         return {**self.params.model_dump(), "noise_multiplier": self.sigma}
 
+    delivers = True
+
     def step(self, t: int, wire: Wire) -> None:
-        """One round of Algorithm 1 for every agent at once (rows = directed pairs, then self pairs)."""
+        """One round of Algorithm 1 for every agent at once (rows = directed pairs, then self pairs).
+        Each agent computes its cross-gradients at the models it received (line 3) and mixes the
+        momenta and models it received (eqs. 21–22): a neighbour who lies reaches it (`delivers`)."""
         p = self.params
-        wire.broadcast_each(t, Kind.MODEL, self.x)  # line 3
+        models = wire.broadcast_each(t, Kind.MODEL, self.x)  # line 3
         xb, yb, rows = self.setup.local.fixed_batches(p.batch_size, self.setup.generator)  # line 4
-        sums = self._clipped_sums(xb, yb)  # eqs. 8–9, 11–12
+        sums = self._clipped_sums(xb, yb, models)  # eqs. 8–9, 11–12
         noise = None
         if p.noise:
             noise = torch.randn(sums.shape, generator=self.setup.generator).mul_(self.sigma * p.clip)
@@ -256,20 +264,34 @@ class DPDL(Defense):
 
         v_tilde = p.beta * self.v + aggregated  # eq. 19
         x_tilde = self.x - p.lr * v_tilde  # eq. 20
-        wire.broadcast_each(t, Kind.MOMENTUM, v_tilde)  # line 26
-        wire.broadcast_each(t, Kind.PREGOSSIP_MODEL, x_tilde)
-        self.v = self.gossip(v_tilde)  # eq. 21
-        self.x = self.gossip(x_tilde)  # eq. 22
+        momenta = wire.broadcast_each(t, Kind.MOMENTUM, v_tilde)  # line 26
+        pregossip = wire.broadcast_each(t, Kind.PREGOSSIP_MODEL, x_tilde)
+        self.v = self.gossip(v_tilde, momenta)  # eq. 21
+        self.x = self.gossip(x_tilde, pregossip)  # eq. 22
         ratio = clean_norms / noisy_norms[self.n_cross:].clamp_min(1e-30)
         self.h_observed = max(self.h_observed or 0.0, float(ratio.max()) + 1)  # Theorem 1's h, as realised
 
-    def _clipped_sums(self, xb: Tensor, yb: Tensor) -> Tensor:
-        """Σ_b clip_C(∇F(x^{point_r}; ζ_{sender_r, b})) for every row r → [R, P], from each agent's
-        batch (xb [n, B, ...]). In closed form on a regular graph, whose slot-major rows share the
+    def _points(self, delivered: Delivery | None) -> Tensor:
+        """The model at which each row's gradient is computed [R, P]: x^{point_r} as agent sender_r
+        received it (Alg. 1 line 3 broadcasts it; eq. 8 evaluates agent i's batch at x^j), the
+        crafted model where a liar j sent i one in its place, the agent's own for a self pair."""
+        points = self.x[self.point]
+        if delivered is None:
+            return points
+        for r in range(self.n_cross):
+            link = (int(self.point[r]), int(self.sender[r]))
+            if link in delivered.crafted:
+                points[r] = delivered.crafted[link]
+        return points
+
+    def _clipped_sums(self, xb: Tensor, yb: Tensor, delivered: Delivery | None = None) -> Tensor:
+        """Σ_b clip_C(∇F(p_r; ζ_{sender_r, b})) for every row r → [R, P], p_r the model sender_r
+        received from point_r (`_points`, with the `delivered` models), from each agent's batch
+        (xb [n, B, ...]). In closed form on a regular graph, whose slot-major rows share the
         agents' batches (`FlatModel.clipped_sums`: few large products); else from per-sample
         gradients, in row chunks within the memory budget."""
         model, clip = self.setup.model, self.params.clip
-        points = self.x[self.point]
+        points = self._points(delivered)
         if model.closed_form and self.slotted:
             return clipped_sums(model, points, xb, yb, torch.ones(len(points), xb.shape[1]), clip)
         x, y = xb[self.sender], yb[self.sender]

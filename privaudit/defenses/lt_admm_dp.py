@@ -17,6 +17,8 @@ Round k, every agent i at once (Algorithm 1):
   `z_{ij,k+1} = ½ z_{ij,k} − ½ (z_{ji,k} − 2ρ x_{j,k+1})`.
 
 The message of wire round k carries x_{i,k+1} (the state after that round's local training).
+Eq. 5b reads the message each agent received (`delivers`): a neighbour j who lies sets z_{ij,k+1},
+hence the consensus term of i's next local training.
 All agents are batched: states are rows of an [N, P] tensor, the gradients of all agents come from
 one `vmap` per local step, and the bridge variables are one [M, P] tensor with a row per directed
 edge (i, j) (`edges`), so Σ_j z_{ij} is an `index_add` and eq. 5b a gather of the reversed edges.
@@ -177,9 +179,12 @@ class LTADMMDP(Defense):
     def states(self) -> Tensor:
         return self.x
 
+    delivers = True
+
     def step(self, t: int, wire: Wire) -> None:
         """Round k = t: local training (eq. 5a), one message per directed edge (Alg. 1 line 13,
-        read as z_{ij,k} − 2ρ x_{i,k+1}), bridge update from the received messages (eq. 5b)."""
+        read as z_{ij,k} − 2ρ x_{i,k+1}), bridge update from the messages each agent received
+        (eq. 5b): a neighbour who lies reaches it (`delivers`)."""
         p = self.params
         bridge_sum = torch.zeros_like(self.x).index_add_(0, self.src, self.z)
         consensus = p.beta * (p.rho * self.degree[:, None] * self.x - bridge_sum)
@@ -190,11 +195,12 @@ class LTADMMDP(Defense):
             noises.append(noise)
             batches.append(rows)
         messages = self.z - 2 * p.rho * phi[self.src]
-        wire.send_each(t, Kind.ADMM_BRIDGE, self.edges, messages)
+        delivered = wire.send_each(t, Kind.ADMM_BRIDGE, self.edges, messages)
+        received = messages if delivered is None else delivered.received(messages, self.edges)
         noise, rows = torch.stack(noises, dim=1), torch.stack(batches, dim=1)
         wire.disclose_each(t, "noise", noise)
         wire.disclose_each(t, "batch", rows)
-        self.z = 0.5 * self.z - 0.5 * messages[self.reverse]
+        self.z = 0.5 * self.z - 0.5 * received[self.reverse]
         self.x = phi
 
     def perturbed_gradients(self, phi: Tensor) -> tuple[Tensor, Tensor, Tensor]:

@@ -11,7 +11,8 @@ What each message gives away (derived in each extractor's docstring):
 
 The canary channel reads the cross-gradients and the isolated self-gradient; the coalition attack
 does not model DPDL's recurrence; σ (or the target ε from which Theorem 1 sets it) is the noise
-parameter, `noise` its switch.
+parameter, `noise` its switch. A neighbour who lies sets the point of the victim's cross-gradient
+to it by the model it sends the victim in the same round (`steer_cross_gradient`, lag 0).
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ import torch
 from torch import Tensor
 
 from privaudit.attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
-from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Target, broadcast_model,
-                                cross_to_victim, expect, heard, mixed, neighbours, one_cross_link, public_params, span,
-                                victim_and_neighbours, victim_only)
+from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Clipping, Extractor, Steering, Target,
+                                broadcast_model, cross_to_victim, expect, heard, heard_model, mixed, neighbours,
+                                one_cross_link, public_params, span, victim_and_neighbours, victim_only)
 from privaudit.attacks.views.registry import (Noise, register_batch_size, register_channel, register_extractor,
-                                    register_model_view, register_noise, register_unmodelled)
+                                    register_model_view, register_noise, register_steering, register_unmodelled)
 from privaudit.defenses.dpdl import DPDL, DPDLParams
 from privaudit.wire import Kind, PublicKnowledge, Transcript
 
@@ -47,27 +48,44 @@ def _l2(transcript: Transcript) -> Clipping:
     return Clipping("per_sample_l2", _params(transcript.public.hyper).clip)
 
 
+def _model_sent(transcript: Transcript, round: int, sender: int, receiver: int) -> Tensor | None:
+    """The model `sender` delivered to `receiver` at `round` (Alg. 1 line 3): the message it sent
+    that agent alone where it sent one (a liar's, `privaudit.wire.Malicious`), else its broadcast;
+    None when the transcript holds neither."""
+    for found in (transcript.find(Kind.MODEL, round=round, sender=sender, receiver=receiver),
+                  transcript.find(Kind.MODEL, round=round, sender=sender, receiver=None)):
+        if len(found) == 1:
+            return found[0].payload
+    return None
+
+
 def cross_gradient(transcript: Transcript, victim: int, round: int, receiver: int | None = None) -> Target:
     """DPDL's CG scenario (seed 000 §VI-D): the cross-gradient the victim i sends to neighbour j,
     `g̈^{ji}_t = (1/B)(Σ_b clip_C(∇F_i(x^j_{t−1}; ζ_b)) + z^{ji}_t)` (eqs. 8–10), is a clipped mean
-    gradient of i's batch plus N(0, σ²C²I)/B, at j's model x^j_{t−1}, which j broadcast in the same
-    round (Alg. 1 line 3). Target = the payload, point = j's `model` broadcast; exact (ND variant:
-    no noise, kind `gradient`).
+    gradient of i's batch plus N(0, σ²C²I)/B, at j's model x^j_{t−1}, which j sent i in the same
+    round (Alg. 1 line 3). Target = the payload, point = the model j sent i (its broadcast, or the
+    model a lying j sent i alone); exact (ND variant: no noise, kind `gradient`).
 
-    `receiver` = j; None takes the lowest j whose message (and model) the transcript holds.
+    `receiver` = j; None takes, among the j whose message (and model) the transcript holds, first
+    one that sent the victim a model of its own (a liar: the point it chose), then the lowest.
     Sufficient: an eavesdropper on link (i, j), the curious neighbour j, a global listener.
     """
     expect(transcript, "dpdl_cross_gradient", DPDL.name)
     if receiver is None:
-        receivers = sorted(m.receiver for m in transcript.find(Kind.CROSS_GRADIENT, round=round, sender=victim)
-                       if transcript.find(Kind.MODEL, round=round, sender=m.receiver, receiver=None))
+        receivers = sorted((not transcript.find(Kind.MODEL, round=round, sender=m.receiver, receiver=victim),
+                            m.receiver) for m in transcript.find(Kind.CROSS_GRADIENT, round=round, sender=victim)
+                           if _model_sent(transcript, round, m.receiver, victim) is not None)
         if not receivers:
             raise KeyError(f"{transcript.threat_model} transcript has no '{Kind.CROSS_GRADIENT}' message from "
-                           f"agent {victim} at round {round} together with its receiver's '{Kind.MODEL}' broadcast")
-        receiver = receivers[0]
+                           f"agent {victim} at round {round} together with the '{Kind.MODEL}' its receiver sent it")
+        receiver = receivers[0][1]
+    point = _model_sent(transcript, round, receiver, victim)
+    if point is None:
+        raise KeyError(f"{transcript.threat_model} transcript lacks the '{Kind.MODEL}' agent {receiver} sent agent "
+                       f"{victim} at round {round}")
     return Target(
         gradient=heard(transcript, Kind.CROSS_GRADIENT, round, victim, receiver),
-        point=transcript.payload(Kind.MODEL, round, receiver, None),
+        point=point,
         victim=victim,
         round=round,
         kind="noisy_gradient" if _params(transcript.public.hyper).noise else "gradient",
@@ -254,6 +272,25 @@ SELF_GRADIENT = register_extractor(Extractor(
 register_model_view(Extractor(DPDL.name, "model", broadcast_model(Kind.MODEL), frozenset({Kind.MODEL}),
                               MODEL_NEEDS.format("model"), victim_only, span(0, 0)))
 register_channel(DPDLChannel(CROSS_GRADIENT, SELF_GRADIENT))
+def steer_cross_gradient(transcript: Transcript, round: int, liar: int, victim: int, goal: Tensor) -> Tensor:
+    """DPDL's cross-gradient solved for the liar's model message: agent v evaluates its batch at
+    the model x^a_{t−1} that neighbour a sent it in the same round (Alg. 1 line 3) and sends a
+    g̈^{av}_t = (Σ_b clip_C(∇F_v(x^a_{t−1}; ζ_b)) + z^{av}_t)/B (seed 000, eqs. 8–10; line 10). The
+    point is the message itself, so the liar sends m_{a→v} = θ*: v computes its release of this
+    very round at θ* (lag 0), exactly up to the float32 payload, whatever else it heard; its own
+    state is untouched (it mixes the momenta and pre-gossip models, eqs. 21–22, not the models).
+    ValueError when the liar is not the victim's neighbour."""
+    W = transcript.public.mixing
+    if liar == victim or float(W[victim, liar]) == 0.0:
+        raise ValueError(f"agent {liar} is not a neighbour of agent {victim}: it sends it no model to steer")
+    return goal.double()
+
+
+STEERING_RULE = ("the victim's cross-gradient for the liar, g̈^{av} = (Σ_b clip_C(∇F_v(x^a; ζ_b)) + z^{av})/B "
+                 "(seed 000 eqs. 8–10), is computed at the model the liar sent it in the same round (Alg. 1 line "
+                 "3): the liar sends θ* itself and reads that release, exact up to the float32 payload")
+register_steering(Steering(DPDL.name, Kind.MODEL, steer_cross_gradient, heard_model(Kind.MODEL), 0,
+                           "cross_gradient", STEERING_RULE))
 register_unmodelled(DPDL.name, "DPDL's state moves by a momentum built from cross-gradients that neighbours evaluate "
                     "at each other's models, not by one gradient per agent: the coalition recurrence is not modelled "
                     "for it (its curious-neighbour and listener scenarios attack the messages directly)")
