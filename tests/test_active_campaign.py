@@ -109,6 +109,7 @@ def test_privaudit_list_names_the_defenses_the_active_attack_applies_to(capsys):
     assert main(["list", "attacks"]) == 0
     printed = capsys.readouterr().out
     line = printed.index("trap_weights — active")
-    assert "applies to: dpsgd, dp_dpsgd, muffliato, ternary, tvss_gradient, tvss_output" in printed[line:line + 800]
+    assert "applies to: dpsgd, dp_dpsgd, muffliato, dpdl, ternary, lt_admm_dp, tvss_gradient, tvss_output" in \
+        printed[line:line + 800]
     assert main(["list", "threats"]) == 0
     assert "malicious" in capsys.readouterr().out

@@ -54,12 +54,6 @@ def test_steer_mixing_solves_the_victims_row():
         steer_mixing(Kind.MODEL)(heard, 0, 2, 1, goal)
 
 
-@pytest.mark.parametrize("table, where, error", [
-    ({}, {}, "cannot steer and read agent 0: .*give agents that hold or neighbour every neighbour of agent 0"),
-    ({}, {"liar": 2, "agents": [2, 1, 3]}, "the liar 2 must be a neighbour of the victim 0"),
-    ({}, {"agents": [1, 3], "round": 2}, "reads the victim's release from round 4, but the run has rounds 0..3"),
-    ({}, {"agents": [0, 1, 3]}, "the victim 0 cannot be one of the malicious agents"),
-])
 def test_a_defense_without_a_steering_is_refused_in_one_line():
     from privaudit.attacks.active.threat import override_refusal
 
@@ -69,6 +63,12 @@ def test_a_defense_without_a_steering_is_refused_in_one_line():
     assert "register_steering" in refusal and override_refusal("dpdl") is None
 
 
+@pytest.mark.parametrize("table, where, error", [
+    ({}, {}, "cannot steer and read agent 0: .*give agents that hold or neighbour every neighbour of agent 0"),
+    ({}, {"liar": 2, "agents": [2, 1, 3]}, "the liar 2 must be a neighbour of the victim 0"),
+    ({}, {"agents": [1, 3], "round": 2}, "reads the victim's release from round 4, but the run has rounds 0..3"),
+    ({}, {"agents": [0, 1, 3]}, "the victim 0 cannot be one of the malicious agents"),
+])
 def test_plan_refuses_in_one_line_what_the_override_cannot_do(defense_of, table, where, error):
     defense = defense_of({**MLP256, **table})
     where = {"round": 1, **where}
