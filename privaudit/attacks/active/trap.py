@@ -62,7 +62,7 @@ def trap_weights(model: FlatModel, base: Tensor, public: Tensor, batch_size: int
     generator = torch.Generator().manual_seed(seed)
     directions = torch.randn(layer.units, layer.width, generator=generator, dtype=torch.float64)
     directions /= directions.norm(dim=1, keepdim=True)
-    projections = features.double() @ directions.T
+    projections = features.double().cpu() @ directions.T
     thresholds = torch.quantile(projections, 1.0 - 1.0 / batch_size, dim=0)
     trapped = base.double().clone()
     layer.weight(trapped).copy_(directions)
