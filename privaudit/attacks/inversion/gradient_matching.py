@@ -23,6 +23,10 @@ the names a campaign gives them (`privaudit.attacks.inversion.base.INVERSIONS`, 
   prior whose weight steps down (a continuation), the label counts read off the last layer
   with the first stage's images (`privaudit.attacks.inversion.labels`), then held fixed.
 
+The same L-BFGS and prior also rebuild images from their features rather than a gradient
+(`match_features`: the active attack's reading of a CNN's trapped head,
+`privaudit.attacks.active.recovery`).
+
 The candidates are compared with the target through `privaudit.attacks.inversion.replay`: the defense's own map
 (its clipping rule, and for a multi-step target its τ local steps with their drift) replayed on
 the candidates, so a clipped or multi-step release is matched as what it is, not as a raw
