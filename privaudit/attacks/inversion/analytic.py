@@ -176,7 +176,8 @@ def trap_layer_problem(model: FlatModel, input_shape: tuple[int, ...]) -> str:
     with torch.no_grad():
         inputs, _, _ = layer.traced(model, model.initial(), probe)
     if len(inputs) != 1:
-        return f"trap weights need a linear layer called once per forward pass; {layer.path} is called {len(inputs)} times"
+        return (f"trap weights need a linear layer called once per forward pass; {layer.path} is called "
+                f"{len(inputs)} times")
     return ""
 
 
