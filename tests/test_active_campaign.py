@@ -89,7 +89,6 @@ def test_the_report_shows_active_beside_passive(ran, tmp_path):
     ({**TRAP, "agents": [1]}, RING, r"malicious agents \[1\] cannot steer and read agent 0: .*give agents"),
     ({**TRAP, "rounds": [2]}, RING, "reads the victim's release from round 4, but the run has rounds 0..3"),
     ({**TRAP, "liar": 2, "agents": [1, 2, 3]}, RING, "the liar 2 must be a neighbour of the victim 0"),
-    (TRAP, {**RING, "model": "lenet_dlg", "model_options": {}}, "trap weights need the model's first layer"),
     ({**TRAP, "threat": "global_listener"}, RING, "attack\\[0\\].threat: the trap_weights attack lies"),
     ({"kind": "analytic", "threat": "malicious", "rounds": [1]}, RING, "attack\\[0\\].kind: the malicious threat"),
     ({**TRAP, "bound_trials": 5}, RING, "an active attack plays no reconstruction game"),

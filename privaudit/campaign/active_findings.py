@@ -9,8 +9,8 @@ The lie changes the run, so the cell does not ride on its training cell's run as
 does: it trains the cell's configuration twice, with the lie and without, each up to the round
 that releases the trapped gradient (the first rounds of the training cell's run: later rounds do
 not change them). Everything the plan assumes is checked at `check`, each failure one line naming
-the cell (the refusals of `privaudit.attacks.active.threat.plan_override` and of the trap's first
-layer); a run that diverges is a failed row.
+the cell (the refusals of `privaudit.attacks.active.threat.plan_override` and of the trapped
+linear layer); a run that diverges is a failed row.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from privaudit import devices
 from privaudit.attacks import views
 from privaudit.attacks.active.threat import OverridePlan, plan_override
 from privaudit.attacks.active.trial import Side, Trial
-from privaudit.attacks.inversion.analytic import first_layer_problem
+from privaudit.attacks.inversion.analytic import trap_layer_problem
 from privaudit.campaign.cells import AttackCell, build_defense
 from privaudit.campaign.inversion_findings import attack_cell_row, not_run, save_images
 from privaudit.defenses.base import Defense
@@ -52,7 +52,7 @@ def plan_active(cell: AttackCell, defense: Defense) -> tuple[OverridePlan, int]:
     """The override plan of an active cell on its training cell's `defense` and the number of
     records it reads; a one-line ConfigError naming the cell where an assumption fails: a defense
     it does not apply to, agents that do not hear every neighbour of the victim, a run too short, a
-    model without a first fully connected layer on the raw input, too little public data to place
+    model without a linear layer to trap (`trap_layer_problem`), too little public data to place
     the traps, or a defense with no fixed public batch size."""
     table, run = cell.attack, cell.training.run
     try:
@@ -61,10 +61,9 @@ def plan_active(cell: AttackCell, defense: Defense) -> tuple[OverridePlan, int]:
     except ValueError as error:
         raise ConfigError(f"{cell.where}: {error}") from None
     setup = defense.setup
-    problem = first_layer_problem(setup.model, setup.data.shape)
+    problem = trap_layer_problem(setup.model, setup.data.shape)
     if problem:
-        raise ConfigError(f"{cell.where}: trap weights need the model's first layer fully connected on the raw input: "
-                          f"{problem}")
+        raise ConfigError(f"{cell.where}: {problem}")
     size = table.batch_size or views.batch_size(run.kind, defense.public())
     if not isinstance(size, int):
         raise ConfigError(f"{cell.where}: defense '{run.kind}' has no public batch size to place the traps for")

@@ -7,7 +7,10 @@ batches (and DP-D-PSGD's noise) are drawn from the run's own random stream whate
 so the victim computes its gradient of the recovery round on the very records the liar trapped,
 at its honest model instead. It is read with the same analytic inversion on the same state
 difference, the suite's strongest passive batch attack on an MLP's release (exact for every record
-that happens to be alone in two units of the first layer; no optimisation).
+that happens to be alone in two units of the first layer; no optimisation). For a CNN both sides
+read the head's first linear layer and rebuild the images from those features alike
+(`privaudit.attacks.active.recovery.through_features`); a passive gradient-matching attack on the
+whole gradient (`privaudit.attacks.inversion.gradient_matching`) is not run beside it.
 """
 
 from __future__ import annotations

@@ -82,16 +82,11 @@ class Analytic:
         problem = first_layer_problem(model, input_shape)
         if problem:
             return _failed(problem, labels_from, started)
-        weight_size, bias_size = model.numels[0], model.numels[1]
-        weight = gradient[:weight_size].view(model.shapes[0])
-        bias = gradient[weight_size : weight_size + bias_size]
-        ratios = _ratios(weight, bias)
-        if len(ratios) == 0:
+        read = read_inputs(LinearLayer.first(model), gradient, self.tolerance, images_per_target(target, batch_size))
+        if read is None:
             return _failed("no unit of the first layer has a non-zero bias gradient", labels_from, started)
-        groups = _agreeing(ratios, self.tolerance)
-        count = images_per_target(target, batch_size)
-        picks = [group[0] for group in groups[:count]]
-        images = ratios[torch.as_tensor(picks)].view(len(picks), *input_shape)
+        inputs, exact = read
+        images = inputs.view(len(inputs), *input_shape)
         labels = None
         if labels_from == "extracted":
             labels = extract_labels(gradient, model, num_classes, 1)
@@ -99,8 +94,107 @@ class Analytic:
         return Reconstruction(
             images=images.to(target.gradient.dtype), labels=labels, label_source=labels_from,
             loss=math.nan, iterations=0, wall_s=time.perf_counter() - started, status="ok",
-            stopped_by="closed form", exact=sum(len(group) > 1 for group in groups[:count]),
+            stopped_by="closed form", exact=exact,
         )
+
+
+@dataclass(frozen=True)
+class LinearLayer:
+    """An `nn.Linear` with a bias inside a model, and where its weight [H, F] and bias [H] lie in
+    the model's flat parameter vector (`start`: the weight's first entry; the bias follows it)."""
+
+    path: str
+    module: nn.Linear
+    start: int
+
+    @classmethod
+    def first(cls, model: FlatModel) -> LinearLayer | None:
+        """The model's first `nn.Linear` with a bias, in the order of its parameters (a
+        `nn.Sequential`'s: the order of its forward), or None when it has none."""
+        start = 0
+        for index, name in enumerate(model.names):
+            path = name.removesuffix("weight").removesuffix(".")
+            following = model.names[index + 1] if index + 1 < len(model.names) else ""
+            if name.endswith("weight") and following == name.removesuffix("weight") + "bias":
+                module = model.module.get_submodule(path)
+                if isinstance(module, nn.Linear):
+                    return cls(path, module, start)
+            start += model.numels[index]
+        return None
+
+    @property
+    def units(self) -> int:
+        return self.module.out_features
+
+    @property
+    def width(self) -> int:
+        """The size of each input the layer reads (F)."""
+        return self.module.in_features
+
+    def weight(self, flat: Tensor) -> Tensor:
+        """The layer's weight [H, F] within a flat vector (parameters or their gradient)."""
+        return flat[self.start:self.start + self.units * self.width].view(self.units, self.width)
+
+    def bias(self, flat: Tensor) -> Tensor:
+        """The layer's bias [H] within a flat vector (parameters or their gradient)."""
+        begin = self.start + self.units * self.width
+        return flat[begin:begin + self.units]
+
+    def traced(self, model: FlatModel, flat: Tensor, x: Tensor) -> tuple[list[Tensor], list[Tensor], Tensor]:
+        """What the layer receives (flattened, [N, F] per call) and returns ([N, H] per call) in a
+        forward pass of the model at `flat` on `x`, and the model's output; differentiable."""
+        inputs: list[Tensor] = []
+        outputs: list[Tensor] = []
+
+        def keep(module: nn.Module, received: tuple[Tensor, ...], returned: Tensor) -> None:
+            inputs.append(received[0].flatten(1))
+            outputs.append(returned)
+
+        handle = self.module.register_forward_hook(keep)
+        try:
+            output = model.output(flat, x)
+        finally:
+            handle.remove()
+        return inputs, outputs, output
+
+    def inputs(self, model: FlatModel, flat: Tensor, x: Tensor) -> Tensor:
+        """The layer's input [N, F] for the records `x` at `flat` (its features, for a head after
+        convolutions; the flattened records themselves for an MLP)."""
+        (received,), _, _ = self.traced(model, flat, x)
+        return received
+
+
+def trap_layer_problem(model: FlatModel, input_shape: tuple[int, ...]) -> str:
+    """Why trap weights cannot be set in this model ("" when they can): it needs an `nn.Linear`
+    with a bias (`LinearLayer.first`) that a forward pass calls exactly once (checked with a hook on
+    a probe), whose input is the raw records (an MLP) or features computed from them (a CNN's
+    classifier head)."""
+    layer = LinearLayer.first(model)
+    if layer is None:
+        return "trap weights need an nn.Linear layer with a bias; this model has none"
+    probe = torch.linspace(-1, 1, math.prod(input_shape)).view(1, *input_shape)
+    with torch.no_grad():
+        inputs, _, _ = layer.traced(model, model.initial(), probe)
+    if len(inputs) != 1:
+        return (f"trap weights need a linear layer called once per forward pass; {layer.path} is called "
+                f"{len(inputs)} times")
+    return ""
+
+
+def read_inputs(layer: LinearLayer, gradient: Tensor, tolerance: float, count: int,
+                centre: Tensor | None = None) -> tuple[Tensor, int] | None:
+    """Up to `count` inputs of `layer` read off its part of `gradient` as ∂L/∂W_j / ∂L/∂b_j (module
+    docstring): the groups of agreeing units first, and how many of them are exact (two or more
+    units); None when no unit has a bias gradient. With `centre` (a typical input, e.g. the
+    public data's mean) units agree within `tolerance` of their ratios' distance from it, not of
+    their norm: inputs that differ by less than `tolerance` of their norm (a CNN's features) are
+    then told apart."""
+    ratios = _ratios(layer.weight(gradient), layer.bias(gradient))
+    if len(ratios) == 0:
+        return None
+    groups = _agreeing(ratios if centre is None else ratios - centre, tolerance)
+    picks = [group[0] for group in groups[:count]]
+    return ratios[torch.as_tensor(picks)], sum(len(group) > 1 for group in groups[:count])
 
 
 def first_layer_problem(model: FlatModel, input_shape: tuple[int, ...]) -> str:
