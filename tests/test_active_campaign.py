@@ -80,7 +80,7 @@ def test_the_report_shows_active_beside_passive(ran, tmp_path):
     section = page.index('<section id="active">')
     assert "Participants who lie" in page[section:section + 200]
     assert "Claim's threat model: <strong>none: the run claims no privacy</strong>" in page[section:]
-    active = page.index("active (malicious neighbour sent crafted models)", section)
+    active = page.index("active (malicious neighbour sent crafted messages)", section)
     passive = page.index("passive (the same agents listening)")
     assert 0 < passive - active < 600
 

@@ -33,7 +33,7 @@ from privaudit.store import ResultsStore
 RECOVERED_DB = 40.0
 """A record counts as recovered at this PSNR or more (issue 39's acceptance 1): far above any
 noise floor of digits, the level at which the image is the record."""
-ACTIVE_LABEL = "active (malicious neighbour sent crafted models)"
+ACTIVE_LABEL = "active (malicious neighbour sent crafted messages)"
 PASSIVE_LABEL = "passive (the same agents listening)"
 
 

@@ -69,7 +69,7 @@ class OverridePlan:
             f"agent {self.liar}, a neighbour of victim {self.victim}, lies once, at round {self.round}: it follows the "
             "protocol otherwise, its own state included",
             pooled + f"; that suffices to hear every neighbour of agent {self.victim}",
-            "rushing: within a round it hears the other agents' models before it sends its own",
+            "rushing: within a round it hears the other agents' messages before it sends its own",
             "it knows W, η, the architecture, and public data of the task (the held-out split) to place its traps",
         )
 
