@@ -1,0 +1,179 @@
+"""The state override chosen for a canary audit (issue 39 item 3): a neighbour of the victim steers
+it, every round, to a point where one record canary's per-sample gradient is as large and as
+separated from the other records' as the model allows, so that a *record* canary is as visible in
+the victim's release as the mechanism lets any record be.
+
+At round t the liar hears the victim's model x_v^t and sends it the message that makes it mix to
+θ*_t = steered(x_v^t) (`override`, solved through `_override_to`), so the victim steps to
+x_v^{t+1} = θ*_t − η g_v^t and computes its gradient of round t + 1 at x_v^{t+1}: a point the
+attacker knows, the victim's own broadcast of round t + 1, where the canary audit's statistic reads
+the release (the record-canary statistic of `privaudit.attacks.audit.canary_audit`, projected on
+the canary's gradient direction at that point). The steered point (`steered`), for an MLP whose
+first layer is fully connected on the raw input and whose second is the output layer:
+
+* unit k (the first) fires only for the canary: its weight row along the canary's input x_c
+  (unit direction u), its bias between the canary's projection u·x_c and the largest projection of
+  the attacker's public records below it, the canary's activation and that margin both `ACTIVATION`;
+* every other first-layer unit is turned off for the canary: its row loses, along u only, what
+  would make it fire for x_c with less than `ACTIVATION` to spare (a record orthogonal to u, as a
+  crafted record canary is to the victim's data, sees no change);
+* the output layer's column k sends the canary to another class with a logit gap of
+  2·`LOGIT_GAP`: the canary is confidently misclassified, so its loss gradient does not vanish as
+  the world with the canary learns it (the passive audit's weakness) — its length is about
+  2·(`LOGIT_GAP`/`ACTIVATION`)·‖x_c‖, clipped at full length C by DP-D-PSGD.
+
+The canary's gradient then lies in unit k's first-layer row and bias, its output column and the
+output bias; the victim's other records', whose unit k does not fire, share only the output bias.
+
+What the victim's model becomes: every round, its own model with unit k rewritten as the canary's
+detector, its output column set to misclassify the canary, and the other units' rows shifted along
+u; the other records train the remaining units honestly, as the defense trains them, between two
+steerings. The liar's own state follows the protocol; only its messages to the victim lie.
+
+The bound stays sound whatever the liar does: DP-D-PSGD's release is the clipped, noised gradient
+at whatever point the victim stands (adaptive composition covers points chosen by an adversary
+from what it heard), and the audit's threshold is chosen on held-out runs only (its law's shift,
+stated for honest points, is not assumed at the steered one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from privaudit.attacks.active.override import heard_broadcast, override_message
+from privaudit.attacks.active.threat import OverridePlan, plan_override
+from privaudit.flatmodel import FlatModel
+from privaudit.topology import Topology
+from privaudit.wire import Kind, Malicious, Tap
+
+ACTIVATION = 4.0
+"""The canary's pre-activation in its unit, and every margin of the steered first layer (public
+records below unit k's threshold, the canary below every other unit's): about five standard
+deviations of what one noisy DP-D-PSGD step (η = 0.5, σ = 1, C = 1, B = 10) moves a pre-activation
+by for a record of norm 16, so the pattern survives the step between steering and release."""
+
+LOGIT_GAP = 10.0
+"""Half the logit gap by which the steered output layer misclassifies the canary (p_true ≈ e^{-20})."""
+
+UNIT = 0
+"""The first-layer unit turned into the canary's detector."""
+
+
+def _override_to(heard: Tap, W: np.ndarray, round: int, liar: int, victim: int, goal: Tensor) -> Tensor:
+    """The liar's message that makes the victim mix to `goal`: the one call of the override that
+    this strategy makes (re-pointed where the override is generalised per defense)."""
+    return override_message(heard, W, round, liar, victim, goal)
+
+
+def steering_problem(model: FlatModel, features: int, num_classes: int) -> str | None:
+    """Why `model` cannot be steered for a canary (one line), or None: it must be an MLP with one
+    hidden layer, fully connected on the raw input, then the output layer."""
+    shapes = [tuple(shape) for shape in model.shapes]
+    if len(shapes) != 4 or len(shapes[0]) != 2 or shapes[0][1] != features or shapes[1] != (shapes[0][0],) \
+            or shapes[2] != (num_classes, shapes[0][0]) or shapes[3] != (num_classes,):
+        return (f"the canary steering sets an MLP's first layer and output layer: it needs one hidden layer fully "
+                f"connected on the {features} input features, then the {num_classes}-class output (parameter "
+                f"shapes {shapes})")
+    return None
+
+
+@dataclass(frozen=True)
+class CanaryDetector:
+    """Where the steered first layer places unit k (`ACTIVATION` for the canary): the canary's unit
+    input direction u, its projection s_c = u·x_c, the threshold τ between s_c and the largest
+    public projection below it, the canary's class and the class it is sent to."""
+
+    direction: Tensor
+    projection: float
+    threshold: float
+    label: int
+    wrong: int
+
+    @staticmethod
+    def place(canary: Tensor, label: int, public: Tensor, num_classes: int) -> CanaryDetector:
+        """The detector of the canary input `canary` [...] with class `label`, its threshold placed
+        with the attacker's `public` inputs [N, ...]."""
+        flat = canary.reshape(-1).double()
+        length = float(flat.norm())
+        if length == 0:
+            raise ValueError("the canary's input is zero: no unit can be set to fire for it alone")
+        direction = flat / length
+        projections = public.reshape(len(public), -1).double() @ direction
+        below = projections[projections < length]
+        nearest = float(below.max()) if len(below) else length - 2.0 * ACTIVATION
+        return CanaryDetector(direction, length, (length + nearest) / 2, int(label), (int(label) + 1) % num_classes)
+
+    def steered(self, model: FlatModel, base: Tensor) -> Tensor:
+        """`base` [..., P] (one model, or one per world) with unit k the canary's detector, the
+        other units silent for the canary, and the output column k misclassifying it (module
+        docstring); float64."""
+        (units, features), _, (classes, _), _ = model.shapes
+        point = base.double().clone()
+        rows = point[..., :units * features].unflatten(-1, (units, features))
+        biases = point[..., units * features:units * (features + 1)]
+        column = point[..., units * (features + 1):units * (features + 1) + classes * units].unflatten(-1, (classes, units))
+        u = self.direction.to(point)
+        excess = (rows @ u * self.projection + biases + ACTIVATION).clamp_min(0.0)
+        rows -= (excess / self.projection)[..., None] * u
+        scale = ACTIVATION / (self.projection - self.threshold)
+        rows[..., UNIT, :] = scale * u
+        biases[..., UNIT] = -scale * self.threshold
+        column[..., :, UNIT] = 0.0
+        column[..., self.wrong, UNIT] = LOGIT_GAP / ACTIVATION
+        column[..., self.label, UNIT] = -LOGIT_GAP / ACTIVATION
+        return point
+
+
+@dataclass
+class CanarySteering:
+    """The liar's strategy (`privaudit.wire.Strategy`): at every round, the message to the victim
+    that makes it mix to its own heard model steered for the canary (`CanaryDetector.steered`);
+    nothing crafted for its other neighbours. It reads only what its tap heard: on an audit's
+    worlds, one row per world, so each world's message is computed from that world's models."""
+
+    plan: OverridePlan
+    W: np.ndarray
+    model: FlatModel
+    detector: CanaryDetector
+
+    def craft(self, round: int, kind: Kind, sender: int, receivers: list[int], heard: Tap) -> Mapping[int, Tensor]:
+        plan = self.plan
+        if sender != plan.liar or kind != Kind.MODEL or plan.victim not in receivers:
+            return {}
+        goal = self.detector.steered(self.model, heard_broadcast(heard, Kind.MODEL, round, plan.victim))
+        return {plan.victim: _override_to(heard, self.W, round, plan.liar, plan.victim, goal)}
+
+    def assumptions(self) -> tuple[str, ...]:
+        """What the attacker assumed, in words, for the row (`OverridePlan.assumptions`' style)."""
+        plan = self.plan
+        pooled = (f"it pools what agents {', '.join(map(str, plan.agents))} hear (they collude, only agent "
+                  f"{plan.liar} lies)" if len(plan.agents) > 1 else "it hears only what reaches it")
+        return (
+            f"agent {plan.liar}, a neighbour of victim {plan.victim}, lies at every round: it sends the victim the "
+            "model that makes it mix to its own model steered for the canary, and follows the protocol otherwise, "
+            "its own state included",
+            pooled + f"; that suffices to hear every neighbour of agent {plan.victim}",
+            "rushing: within a round it hears the other agents' models before it sends its own",
+            "it knows W, η, the architecture, the canary record, and public data of the task (the held-out split) to "
+            "place the canary's unit",
+        )
+
+
+def steering_tap(defense: str, topology: Topology, W: np.ndarray, model: FlatModel, canary: Tensor, label: int,
+                 public: Tensor, num_classes: int, *, victim: int, rounds: int, liar: int | None = None,
+                 agents: Iterable[int] | None = None) -> Malicious:
+    """The malicious tap of a steered canary audit of `victim` over `rounds` rounds of `defense`
+    (the liar's hearing, its strategy); ValueError (one line) where the override does not apply
+    (`plan_override`: the defense, the liar, the agents' hearing) or the model cannot be steered."""
+    plan = plan_override(defense, topology, victim=victim, round=0, rounds=rounds, liar=liar, agents=agents)
+    problem = steering_problem(model, canary.numel(), num_classes)
+    if problem is not None:
+        raise ValueError(problem)
+    detector = CanaryDetector.place(canary, label, public, num_classes)
+    strategy = CanarySteering(plan, np.array(W), model, detector)
+    return Malicious(plan.agents, [plan.liar], strategy, kinds=[Kind.MODEL])
