@@ -55,7 +55,7 @@ THRESHOLD_DB = 30.0
 def table(args: argparse.Namespace) -> dict:
     return {"kind": "dp_dpsgd", "topology": "complete", "agents": 4, "model": "mlp",
             "model_options": {"hidden": [args.hidden]}, "rounds": args.rounds, "eval_every": args.rounds,
-            "batch_size": 10, "lr": 0.5, "clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5}
+            "batch_size": args.batch_size, "lr": 0.5, "clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5}
 
 
 def training_cell(args: argparse.Namespace, seed: int):
@@ -92,13 +92,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=400, help="training runs per world of each canary audit")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--hidden", type=int, default=32, help="the MLP's hidden units")
+    parser.add_argument("--batch-size", type=int, default=10, help="B (the Poisson rate is B/50)")
     parser.add_argument("--canary", default="record", choices=["record", "outlier", "natural"])
     parser.add_argument("--trap-round", type=int, default=1, help="the trap-weight override's round")
     parser.add_argument("--workers", type=int, default=1, help="processes each audit's simulations are spread over")
     args = parser.parse_args()
     print(f"torch threads {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} (1 min), workers {args.workers}; "
-          f"DP-D-PSGD σ = 1, complete graph of 4, MLP {args.hidden} hidden, {args.rounds} rounds, "
+          f"DP-D-PSGD σ = 1, complete graph of 4, MLP {args.hidden} hidden, B = {args.batch_size}, {args.rounds} rounds, "
           f"{args.runs} runs per world, canary {args.canary}", flush=True)
     pool = game_for_table(table(args), DATA, canary=args.canary).setup.data
     kappa = psnr_kappa(pool.normalisation.denormalise(pool.x_test.double()).clamp(0.0, 1.0), THRESHOLD_DB)[1]

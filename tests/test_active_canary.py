@@ -17,6 +17,7 @@ from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.run import run_campaign
 from privaudit.cli import main
 from privaudit.defenses import DEFENSES
+from privaudit.errors import ConfigError
 from privaudit.grads import per_sample_grads
 from privaudit.rows import AuditRow
 from privaudit.sim import simulate
@@ -70,11 +71,12 @@ def test_what_the_steering_cannot_serve_is_refused_in_one_line(tmp_path, capsys,
     assert named in one_line_error(capsys, ["check", _toml(tmp_path, audit)])
 
 
-def test_a_liar_that_cannot_hear_the_victims_neighbours_is_refused_at_check(tmp_path, capsys):
+def test_a_liar_that_cannot_hear_the_victims_neighbours_is_refused_in_one_line():
     ring = DP | {"topology": "ring"}
-    error = one_line_error(capsys, ["check", _toml(tmp_path, AUDIT, ring)])
-    assert "cannot steer" in error
-    assert main(["check", _toml(tmp_path, AUDIT | {"agents": [1, 3]}, ring)]) == 0, capsys.readouterr().err
+    with pytest.raises(ConfigError) as refused:
+        game_for_table(ring, DATA, canary="record", threat="malicious")
+    assert "cannot steer" in str(refused.value) and len(str(refused.value).splitlines()) == 1
+    assert game_for_table(ring, DATA, canary="record", threat="malicious", agents=[1, 3]).active["agents"] == [1, 3]
 
 
 def test_the_steered_point_isolates_the_canary_in_one_unit_and_misclassifies_it(game):
@@ -87,7 +89,8 @@ def test_the_steered_point_isolates_the_canary_in_one_unit_and_misclassifies_it(
     assert fired[UNIT] == pytest.approx(ACTIVATION)
     assert (torch.cat([fired[:UNIT], fired[UNIT + 1:]]) <= -ACTIVATION + 1e-9).all()
     public = game.setup.data.x_test.reshape(len(game.setup.data.x_test), -1).double()
-    below = public @ detector.direction < detector.projection
+    below = public @ detector.direction <= 2 * detector.threshold - detector.projection
+    assert below.float().mean() > 0.9
     assert (public[below] @ rows[UNIT] + biases[UNIT] <= -ACTIVATION + 1e-9).all()
     gradient = per_sample_grads(model, point.float(), game.canaries.x, game.canaries.y)[0]
     assert gradient.norm() > 10 * DP["clip"]

@@ -11,12 +11,13 @@ the release (the record-canary statistic of `privaudit.attacks.audit.canary_audi
 the canary's gradient direction at that point). The steered point (`steered`), for an MLP whose
 first layer is fully connected on the raw input and whose second is the output layer:
 
-* unit k (the first) fires only for the canary: its weight row along the canary's input x_c
-  (unit direction u), its bias between the canary's projection u·x_c and the largest projection of
-  the attacker's public records below it, the canary's activation and that margin both `ACTIVATION`;
-* every other first-layer unit is turned off for the canary: its row loses, along u only, what
-  would make it fire for x_c with less than `ACTIVATION` to spare (a record orthogonal to u, as a
-  crafted record canary is to the victim's data, sees no change);
+* unit k (the first) fires only for the canary: its weight row along the unit direction u in
+  which the canary's input x_c stands out of the attacker's public records (`CanaryDetector`), its
+  bias between the canary's projection u·x_c and the largest projection of a public record below
+  it, the canary's activation and that margin both `ACTIVATION`;
+* every other first-layer unit is turned off for the canary: its row and bias lose, along u only,
+  what would make it fire for x_c with less than `ACTIVATION` to spare (a record at the public
+  records' mean projection on u sees no change);
 * the output layer's column k sends the canary to another class with a logit gap of
   2·`LOGIT_GAP`: the canary is confidently misclassified, so its loss gradient does not vanish as
   the world with the canary learns it (the passive audit's weakness) — its length is about
@@ -63,6 +64,17 @@ LOGIT_GAP = 10.0
 UNIT = 0
 """The first-layer unit turned into the canary's detector."""
 
+_RIDGE = 1e-2
+"""λ of the discriminant, relative to the public records' mean variance per feature: digits'
+border pixels never vary, and a direction along them would rest on rounding."""
+
+_SAME = 1e-6
+"""Public projections within this share of the canary's gap to the mean count as the canary itself."""
+
+_LEAST = 0.05
+"""The least share of that gap between the canary and its unit's threshold: a public record nearer
+than that fires the unit too, rather than the unit's weights growing without end."""
+
 
 def _override_to(heard: Tap, W: np.ndarray, round: int, liar: int, victim: int, goal: Tensor) -> Tensor:
     """The liar's message that makes the victim mix to `goal`: the one call of the override that
@@ -84,42 +96,58 @@ def steering_problem(model: FlatModel, features: int, num_classes: int) -> str |
 
 @dataclass(frozen=True)
 class CanaryDetector:
-    """Where the steered first layer places unit k (`ACTIVATION` for the canary): the canary's unit
-    input direction u, its projection s_c = u·x_c, the threshold τ between s_c and the largest
-    public projection below it, the canary's class and the class it is sent to."""
+    """Where the steered first layer places unit k: the direction u along which the canary stands
+    out of the attacker's public records, u ∝ (Σ + λI)⁻¹(x_c − μ) (their mean μ and covariance Σ:
+    Fisher's discriminant of one record against the data, so a natural record, which points where
+    many records point, is still separated), the canary's projection s = u·x_c, the public
+    records' mean projection m = u·μ, the threshold τ between s and the largest public projection
+    below it, the canary's class and the class it is sent to, and its input x_c (flattened)."""
 
+    record: Tensor
     direction: Tensor
     projection: float
+    centre: float
     threshold: float
     label: int
     wrong: int
 
     @staticmethod
     def place(canary: Tensor, label: int, public: Tensor, num_classes: int) -> CanaryDetector:
-        """The detector of the canary input `canary` [...] with class `label`, its threshold placed
-        with the attacker's `public` inputs [N, ...]."""
+        """The detector of the canary input `canary` [...] with class `label`, placed with the
+        attacker's `public` inputs [N, ...] (a public record equal to the canary, as a natural
+        canary drawn from them is, does not count as below it)."""
         flat = canary.reshape(-1).double()
-        length = float(flat.norm())
-        if length == 0:
-            raise ValueError("the canary's input is zero: no unit can be set to fire for it alone")
-        direction = flat / length
-        projections = public.reshape(len(public), -1).double() @ direction
-        below = projections[projections < length]
-        nearest = float(below.max()) if len(below) else length - 2.0 * ACTIVATION
-        return CanaryDetector(direction, length, (length + nearest) / 2, int(label), (int(label) + 1) % num_classes)
+        records = public.reshape(len(public), -1).double()
+        mean = records.mean(0)
+        spread = torch.cov(records.T).reshape(len(flat), len(flat))
+        ridge = _RIDGE * float(spread.diagonal().sum()) / len(flat) + 1e-12
+        direction = torch.linalg.solve(spread + ridge * torch.eye(len(flat), dtype=spread.dtype), flat - mean)
+        if float(direction.norm()) == 0:
+            raise ValueError("the canary's input is the public records' mean: no unit can be set to fire for it alone")
+        direction = direction / direction.norm()
+        projection, centre = float(direction @ flat), float(direction @ mean)
+        gap = projection - centre
+        projections = records @ direction
+        below = projections[projections < projection - _SAME * gap]
+        nearest = float(below.max()) if len(below) else centre
+        threshold = min((projection + nearest) / 2, projection - _LEAST * gap)
+        return CanaryDetector(flat, direction, projection, centre, threshold, int(label), (int(label) + 1) % num_classes)
 
     def steered(self, model: FlatModel, base: Tensor) -> Tensor:
         """`base` [..., P] (one model, or one per world) with unit k the canary's detector, the
         other units silent for the canary, and the output column k misclassifying it (module
-        docstring); float64."""
+        docstring); float64. A unit is silenced by moving its row along u and its bias so that
+        only records beyond the public mean along u see the change, in proportion to how far."""
         (units, features), _, (classes, _), _ = model.shapes
         point = base.double().clone()
         rows = point[..., :units * features].unflatten(-1, (units, features))
         biases = point[..., units * features:units * (features + 1)]
         column = point[..., units * (features + 1):units * (features + 1) + classes * units].unflatten(-1, (classes, units))
         u = self.direction.to(point)
-        excess = (rows @ u * self.projection + biases + ACTIVATION).clamp_min(0.0)
-        rows -= (excess / self.projection)[..., None] * u
+        gap = self.projection - self.centre
+        excess = (rows @ self.record.to(point) + biases + ACTIVATION).clamp_min(0.0) / gap
+        rows -= excess[..., None] * u
+        biases += excess * self.centre
         scale = ACTIVATION / (self.projection - self.threshold)
         rows[..., UNIT, :] = scale * u
         biases[..., UNIT] = -scale * self.threshold
