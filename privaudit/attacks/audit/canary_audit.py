@@ -298,8 +298,9 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
             why = next(e for e in channel.extractors if e.scenario == missing[0]).missing(tap, victim, setup.topology)
             raise ConfigError(f"the {threat} tap cannot feed '{kind}''s '{missing[0]}' channel: {why}")
         heard = [s for s in heard if s in scenarios]
-    made = made or _canaries(setup, victim, canary, count, canary_label, canary_scale, channel.canary_norm(public),
-                             channel.coordinate)
+    if made is None:
+        made = _canaries(setup, victim, canary, count, canary_label, canary_scale, channel.canary_norm(public),
+                         channel.coordinate)
     planted = dataclasses.replace(setup, model=made.model(setup.model))
     records = int(setup.local.sizes[victim]) + (count if channel.adjacency == "replace-one" else 0)
     return Game(planted, kind, params, rounds, victim, threat, tap, tuple(heard), made, records, claim, law_free,
