@@ -3,14 +3,15 @@ run: (a) the active record-canary audit's ε_LB beside the passive one's and the
 active trap-weight inversion's success rate beside the reconstruction bound the sound ε allows.
 
     OMP_NUM_THREADS=1 python bench/active_audit.py [--seeds 0 … 19] [--runs 400] [--rounds 10]
-                                                   [--hidden 32] [--canary record] [--workers 1]
+                                                   [--hidden 32] [--batch-size 25] [--canary natural]
+                                                   [--workers 1]
 
 Set-up: digits cut to 200 training records, 4 agents on a complete graph (50 records each), an MLP
-with one hidden layer of `--hidden` units, B = 10 (Poisson rate q = 0.2), η = 0.5, C = 1, σ = 1,
+with one hidden layer of `--hidden` units, B = 25 (Poisson rate q = 0.5), η = 0.5, C = 1, σ = 1,
 δ = 1e-5; the victim is agent 0.
 
 (a) Per seed, two repeated canary audits of the same table with the same canary (`--canary`,
-default "record": the suite's crafted record canary, `privaudit/attacks/audit/canaries.py`) and the
+default "natural": a held-out record of the task, `privaudit/attacks/audit/canaries.py`) and the
 same seed, hence the same simulation seeds: the runs draw the same batches and noise on both sides
 (DP-D-PSGD's draws do not depend on the states). The passive audit is the suite's own default for
 the table (global listener, statistic and protocol "auto": the law's log-likelihood ratio, the
@@ -18,6 +19,14 @@ threshold and whole-run statistic chosen on a held-out quarter of the runs); the
 same with threat = "malicious": agent 1 steers the victim every round for the canary
 (`privaudit/attacks/active/steering.py`). Printed: both ε_LB (95 %), the sound ε, the per-seed
 ratio active/passive, the seeds with active ε_LB < sound ε, and the ratio of the means.
+
+Why the natural canary by default: the crafted "record" canary (orthogonal to the victim's inputs,
+norm 16) is already at the mechanism's limit passively on this set-up, so no steering can raise
+it. Measured (B = 10, 10 rounds, seed 0, 1000 runs per side, load ≈ 3 on 2 cores): passive record
+ε_LB 0.63 (GDP estimate 2.80) against the gradient canary's 0.93 (estimate 2.43); per round, its
+clipped length at the victim's point is C in every round and the canary-free runs' projection has
+unit spread (1.0, as the steered audit's), while a natural canary's has 1.4 passively and 1.0 when
+steered (128 runs per side): there the steering separates the canary from the other records.
 
 (b) Per seed, `override_trial` (trap-weight state override by agent 1 at round `--trap-round`, the
 victim's release read at the next round) on the same table with the seed as the run's seed; its
@@ -92,8 +101,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=400, help="training runs per world of each canary audit")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--hidden", type=int, default=32, help="the MLP's hidden units")
-    parser.add_argument("--batch-size", type=int, default=10, help="B (the Poisson rate is B/50)")
-    parser.add_argument("--canary", default="record", choices=["record", "outlier", "natural"])
+    parser.add_argument("--batch-size", type=int, default=25, help="B (the Poisson rate is B/50)")
+    parser.add_argument("--canary", default="natural", choices=["record", "outlier", "natural"])
     parser.add_argument("--trap-round", type=int, default=1, help="the trap-weight override's round")
     parser.add_argument("--workers", type=int, default=1, help="processes each audit's simulations are spread over")
     args = parser.parse_args()
