@@ -14,6 +14,8 @@ the messages its liars broadcast with `Wire.broadcast_each` by what its strategy
 tap's record so far, receiver by receiver. The wire then delivers: `broadcast_each` returns the
 `Delivery` of the crafted messages, and a defense that mixes through `Defense.gossip` with it mixes
 what each agent received. With no liar nothing changes (it returns None, the same tensors as before).
+On an audit's batched worlds the liar speaks through its stacked tap (`privaudit.worlds.Replicated`,
+`Tap.lie_each`): each world's liar crafts from its own world's messages, all worlds at once.
 """
 
 from __future__ import annotations
@@ -665,9 +667,12 @@ def _one_liar(taps: Sequence[Tap], topology: Topology, delivers: bool) -> Tap | 
         return None
     if len(liars) > 1:
         raise PrivauditError(f"{len(liars)} malicious taps on one wire: put every lying agent in one")
-    if topology.copies != 1 and not (liars[0].stacked and len(taps) == 1):
+    if topology.copies != 1 and not liars[0].stacked:
         raise PrivauditError("a malicious tap lies on an audit's copies of a network only stacked over the worlds "
-                             "(privaudit.worlds.Replicated) and as the wire's only tap")
+                             "(privaudit.worlds.Replicated)")
+    if liars[0].stacked and len(taps) != 1:
+        raise PrivauditError("a malicious tap stacked over an audit's worlds must be the wire's only tap: it offers "
+                             "its worlds' messages to no other")
     if not delivers:
         raise PrivauditError("a malicious tap's messages would reach nobody: this defense mixes its own copy of the "
                              "states, not what the wire delivers (only defenses that declare `delivers = True` do)")
