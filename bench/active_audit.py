@@ -28,6 +28,14 @@ clipped length at the victim's point is C in every round and the canary-free run
 unit spread (1.0, as the steered audit's), while a natural canary's has 1.4 passively and 1.0 when
 steered (128 runs per side): there the steering separates the canary from the other records.
 
+Measured at the end of issue 39 item 3 (one run of the defaults, 2 cores shared with other work,
+load 8.5 falling to 1.0, 1675 s): active ε_LB below the sound ε (10.46) in 20 of 20 seeds; mean
+ε_LB active 1.640, passive 0.955, ratio of means 1.72, per-seed ratio median 1.47 (from 0.33 to
+7.2; four seeds with passive 0); the trap-weight inversion rebuilt no record at 30 dB in any seed,
+within a ReRo bound that is vacuous here (1.0: 2ε_sound of its 4-round run is large). With
+`--canary record`, seeds 0–4 (load ≈ 1, 321 s): active 1.564, passive 1.861 (ratio 0.84): the
+steering does not raise a canary already at the mechanism's limit.
+
 (b) Per seed, `override_trial` (trap-weight state override by agent 1 at round `--trap-round`, the
 victim's release read at the next round) on the same table with the seed as the run's seed; its
 success rate is the share of the victim's batch rebuilt at `THRESHOLD_DB` or more (the
