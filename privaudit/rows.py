@@ -23,7 +23,8 @@ them), except where a field says finite. Version history:
   passive attack on the same run beside it), absent from every passive attack's row, and the
   claim's threat model (issue 39: a training row's `claim.threat`, beside its `neighbours`, and a
   verdict's `threat`, naming the adversary the judged claim is stated against), absent from rows
-  written before it and from claims of no privacy.
+  written before it and from claims of no privacy; and a canary audit row's `active` (issue 39
+  item 3: who steered the victim and what it assumed), absent from every passive audit's row.
 """
 
 from __future__ import annotations
@@ -493,6 +494,17 @@ class StatisticChoice(_Record):
     method: Text
 
 
+class ActiveAudit(_Record):
+    """Who steered the victim of an active canary audit (`liar`, one of the colluding `agents`),
+    how, and what it assumed, in words (`privaudit.attacks.active.steering`)."""
+
+    liar: Whole
+    agents: list[Whole]
+    victim: Whole
+    strategy: Text
+    assumptions: list[Text]
+
+
 class AuditRow(_Row):
     kind: Text | None = None
     confidence: Number | None = None
@@ -514,6 +526,9 @@ class AuditRow(_Row):
     pairs: list[PositionPair] | None = None
     graph: PositionGraph | None = None
     statistic_choice: StatisticChoice | None = None
+    active: ActiveAudit | None = Field(None, description=(
+        "an active canary audit's liar, strategy and assumptions (`privaudit.attacks.audit.canary_audit.Game.active`); "
+        "absent from a passive audit's row"))
 
 
 InversionRow.model_rebuild()

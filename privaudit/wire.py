@@ -15,6 +15,9 @@ the messages its liars broadcast with `Wire.broadcast_each`, or send over links 
 The wire then delivers: both return the `Delivery` of the crafted messages, and a defense that mixes
 through `Defense.gossip` with it (or reads `Delivery.received` for directed messages) uses what each
 agent received. With no liar nothing changes (they return None, the same tensors as before).
+On an audit's batched worlds the liar speaks through its stacked tap (`privaudit.worlds.Replicated`,
+`Tap.lie_each`): each world's liar crafts from its own world's messages, all worlds at once (its
+broadcasts only: a stacked liar on links is refused in one line).
 """
 
 from __future__ import annotations
@@ -92,6 +95,19 @@ class Tap(ABC):
         self.disclosures: list[Disclosure] = []
 
     observer: int | None = None
+
+    stacked: bool = False
+    """Whether this tap keeps each message once for an audit's many worlds, stacked over them
+    (`privaudit.worlds.Replicated`): the only tap that may lie on such worlds (`Wire`)."""
+
+    def speaker(self) -> Malicious | None:
+        """The malicious tap that speaks through this one (itself, or the one it stacks over an
+        audit's worlds); None for a tap that only listens."""
+        return None
+
+    def lie_each(self, round: int, kind: Kind, payloads: Tensor, topology: Topology) -> Delivery:
+        """`Wire.broadcast_each` with this stacked tap's liars speaking in every world at once."""
+        raise PrivauditError(f"the {self.threat_model} tap does not lie on an audit's worlds")
 
     def wants_round(self, round: int) -> bool:
         return self.rounds is None or round in self.rounds
@@ -288,14 +304,19 @@ class Malicious(Coalition):
         if not self.liars or not self.liars <= self.agents:
             raise ValueError(f"the liars {sorted(self.liars)} must be some of the malicious agents {sorted(self.agents)}")
 
+    def speaker(self) -> Malicious:
+        return self
+
     def lies(self, kind: Kind, sender: int) -> bool:
         """Whether `sender`'s messages of `kind` are crafted rather than the protocol's."""
         return sender in self.liars and kind in self.speaks
 
-    def craft(self, round: int, kind: Kind, sender: int, receivers: list[int]) -> dict[int, Tensor]:
-        """The strategy's payloads for `sender`'s neighbours `receivers`; ValueError for a receiver
-        that is not one of them (a message cannot go where no link goes)."""
-        crafted = dict(self.strategy.craft(round, kind, sender, list(receivers), self))
+    def craft(self, round: int, kind: Kind, sender: int, receivers: list[int],
+              heard: Tap | None = None) -> dict[int, Tensor]:
+        """The strategy's payloads for `sender`'s neighbours `receivers`, computed from `heard`'s
+        record (this tap's; on an audit's worlds the stacked tap's, one payload row per world);
+        ValueError for a receiver that is not one of them (a message cannot go where no link goes)."""
+        crafted = dict(self.strategy.craft(round, kind, sender, list(receivers), self if heard is None else heard))
         stray = sorted(set(crafted) - set(receivers))
         if stray:
             raise ValueError(f"liar {sender} crafted a message for agent {stray[0]}, which is not its neighbour")
@@ -486,6 +507,9 @@ class Delivery:
 
     kind: Kind
     crafted: dict[tuple[int, int], Tensor]
+    stacked: bool = False
+    """Whether `crafted` is keyed by one network's agents with a payload row per world of an
+    audit's copies of it (`Tap.lie_each`), rather than by the agents of the wire's topology."""
 
     def received(self, sent: Tensor, links: Sequence[tuple[int, int]]) -> Tensor:
         """The payloads `send_each` delivered: `sent[r]` over `links[r]`, the crafted one in its place
@@ -498,11 +522,16 @@ class Delivery:
 
     def mix(self, mixed: Tensor, sent: Tensor, topology: Topology) -> Tensor:
         """W x corrected to what each agent received: (W x)_i + Σ_a w_ia (m_{a→i} − x_a), where
-        `mixed` is W x of the `sent` states x."""
+        `mixed` is W x of the `sent` states x; stacked, the same in every world at once."""
         received = mixed.clone()
-        weights = topology.mixing(mixed.dtype, mixed.device)
+        network = topology.network if self.stacked else topology
+        weights = network.mixing(mixed.dtype, mixed.device)
+        offsets = (torch.arange(topology.copies, device=mixed.device) * network.n if self.stacked
+                   else torch.zeros(1, dtype=torch.long, device=mixed.device))
         for (liar, receiver), payload in self.crafted.items():
-            received[receiver] += weights[receiver, liar] * (payload - sent[liar])
+            rows = offsets + receiver
+            received[rows] += weights[receiver, liar] * (payload.to(mixed.dtype).reshape(received[rows].shape)
+                                                         - sent[offsets + liar])
         return received
 
 
@@ -543,7 +572,7 @@ class Wire:
         if len(payloads) != self.topology.n:
             raise ValueError(f"broadcast_each needs one payload per agent ({self.topology.n}), got {len(payloads)}")
         self.counts[kind] += self._degree_total
-        if self._liar is None or kind not in self._liar.speaks:
+        if self._liar is None or kind not in self._liar.speaker().speaks:
             for tap in self.taps:
                 tap.hear_each(round, kind, payloads, self.topology)
             return None
@@ -554,6 +583,8 @@ class Wire:
         broadcasts first; then the malicious tap records, as the liar's own value "protocol
         <kind>", what the protocol would have it send, and each liar sends its neighbours, one link
         at a time, what that tap crafts from its record (the honest payload where it crafts none)."""
+        if self._liar.stacked:
+            return self._liar.lie_each(round, kind, payloads, self.topology)
         liar = self._liar
         for sender in range(self.topology.n):
             if not liar.lies(kind, sender):
@@ -588,8 +619,12 @@ class Wire:
             if off:
                 raise ValueError(f"agent {off[0][0]} sent '{kind}' to {off[0][1]}, which is not its neighbour")
             self._checked = list(links)
+        if self._liar is not None and self._liar.stacked and any(
+                self._liar.speaker().lies(kind, sender % self.topology.network_size) for sender, _ in links):
+            raise PrivauditError(f"a liar on an audit's batched worlds sends '{kind}' over links (send_each): its "
+                                 "messages are replaced there only where the defense sends with broadcast_each")
         self.counts[kind] += len(links)
-        if self._liar is None or not any(self._liar.lies(kind, sender) for sender, _ in links):
+        if self._liar is None or not any(self._liar.speaker().lies(kind, sender) for sender, _ in links):
             for tap in self.taps:
                 tap.hear_sends(round, kind, links, payloads, self.topology)
             return None
@@ -601,7 +636,7 @@ class Wire:
         agents' messages first; then the malicious tap records, as the liar's own value "protocol
         <kind> to <j>", what the protocol would have it send on link → j, and each liar sends, link by
         link, what that tap crafts from its record (the protocol's message where it crafts none)."""
-        liar = self._liar
+        liar = self._liar.speaker()
         mine: dict[int, list[int]] = {}
         for r, (sender, receiver) in enumerate(links):
             if liar.lies(kind, sender):
@@ -652,7 +687,7 @@ class Wire:
         return sum(network.degree(i) for i in range(network.n)) * self.topology.copies
 
     def _offer(self, kind: Kind, round: int, sender: int, receiver: int | None, payload: Tensor, copies: int) -> None:
-        if self._liar is not None and self._liar.lies(kind, sender):
+        if self._liar is not None and self._liar.speaker().lies(kind, sender % self.topology.network_size):
             raise PrivauditError(f"agent {sender} sends '{kind}' one message at a time: a liar's messages are "
                                  "replaced only where the defense sends with broadcast_each or send_each")
         self.counts[kind] += copies
@@ -668,16 +703,21 @@ class Wire:
             tap.record(message)
 
 
-def _one_liar(taps: Sequence[Tap], topology: Topology, delivers: bool) -> Malicious | None:
-    """The wire's malicious tap, if any: at most one, on one network (not an audit's many worlds),
-    and only when the defense mixes what the wire delivers."""
-    liars = [tap for tap in taps if isinstance(tap, Malicious)]
+def _one_liar(taps: Sequence[Tap], topology: Topology, delivers: bool) -> Tap | None:
+    """The wire's malicious tap, if any: at most one, only when the defense mixes what the wire
+    delivers; on an audit's copies of a network, a stacked tap (each world's liar crafting from
+    its own world's messages) and the wire's only tap (`Tap.lie_each` offers the lies to no other)."""
+    liars = [tap for tap in taps if tap.speaker() is not None]
     if not liars:
         return None
     if len(liars) > 1:
         raise PrivauditError(f"{len(liars)} malicious taps on one wire: put every lying agent in one")
-    if topology.copies != 1:
-        raise PrivauditError("a malicious tap lies on one network, not on an audit's copies of it")
+    if topology.copies != 1 and not liars[0].stacked:
+        raise PrivauditError("a malicious tap lies on an audit's copies of a network only stacked over the worlds "
+                             "(privaudit.worlds.Replicated)")
+    if liars[0].stacked and len(taps) != 1:
+        raise PrivauditError("a malicious tap stacked over an audit's worlds must be the wire's only tap: it offers "
+                             "its worlds' messages to no other")
     if not delivers:
         raise PrivauditError("a malicious tap's messages would reach nobody: this defense mixes its own copy of the "
                              "states, not what the wire delivers (only defenses that declare `delivers = True` do)")

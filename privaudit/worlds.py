@@ -25,7 +25,7 @@ from torch import Tensor
 
 from privaudit.setup import Setup
 from privaudit.topology import Topology
-from privaudit.wire import Disclosure, Kind, Message, Tap, Transcript
+from privaudit.wire import Delivery, Disclosure, Kind, Malicious, Message, Tap, Transcript
 
 
 def replicate(setup: Setup, copies: int) -> Setup:
@@ -54,6 +54,42 @@ class Replicated(Tap):
         self.observer = tap.observer
         self._pending: dict[tuple, dict[int, Tensor]] = {}
         self._links: tuple[Sequence[tuple[int, int]], dict[tuple[int, int], Tensor]] | None = None
+
+    stacked = True
+
+    def speaker(self) -> Malicious | None:
+        return self.base.speaker()
+
+    def lie_each(self, round: int, kind: Kind, payloads: Tensor, topology: Topology) -> Delivery:
+        """Every agent i of every world broadcasts `payloads[w·N + i]`, and the liars of the
+        malicious tap this one stacks speak in every world at once: as `Wire.broadcast_each` does on
+        one network (rushing: the honest broadcasts are heard first, then each liar's protocol
+        message is kept as its own value and its neighbours receive what the strategy crafts), the
+        strategy reading this tap's record, one payload row per world, so each world's liar crafts
+        from its own world's messages only. The `Delivery` is stacked: one row per world."""
+        speaker = self.base.speaker()
+        blocks = payloads.detach().reshape(self.copies, self.size, *payloads.shape[1:])
+        hearing = self.wants_kind(round, kind)
+        if hearing:
+            for sender in range(self.size):
+                if not speaker.lies(kind, sender) and self.base.hears(sender, None, self.network):
+                    self.messages.append(Message(round, sender, None, kind, blocks[:, sender].clone()))
+        crafted: dict[tuple[int, int], Tensor] = {}
+        for liar in sorted(speaker.liars):
+            if self.wants_round(round):
+                self.disclosures.append(Disclosure(round, liar, f"protocol {kind}", blocks[:, liar].clone()))
+            receivers = self.network.neighbours(liar)
+            lies = speaker.craft(round, kind, liar, receivers, heard=self)
+            for receiver in receivers if lies else []:
+                payload = lies[receiver].to(payloads.dtype).reshape(blocks[:, liar].shape) if receiver in lies \
+                    else blocks[:, liar]
+                if hearing:
+                    self.messages.append(Message(round, liar, receiver, kind, payload.clone()))
+                if receiver in lies:
+                    crafted[liar, receiver] = payload
+            if not lies and hearing:
+                self.messages.append(Message(round, liar, None, kind, blocks[:, liar].clone()))
+        return Delivery(kind, crafted, stacked=True)
 
     def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
         size = self.size

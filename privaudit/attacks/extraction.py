@@ -123,11 +123,13 @@ def neighbours(W: Tensor, i: int) -> list[int]:
 
 
 def mixed(transcript: Transcript, kind: Kind, round: int, i: int) -> Tensor:
-    """Σ_{j ∈ N_i ∪ {i}} w_ij · (j's broadcast of `kind` at `round`)."""
+    """Σ_{j ∈ N_i ∪ {i}} w_ij · (what i received from j of `kind` at `round`): j's broadcast, or the
+    message j sent to i alone where the tap heard one (a liar's crafted message, `privaudit.wire.Malicious`)."""
     W = transcript.public.mixing
     total = W[i, i] * heard(transcript, kind, round, i, None)
     for j in neighbours(W, i):
-        total = total + W[i, j] * heard(transcript, kind, round, j, None)
+        alone = transcript.find(kind, round=round, sender=j, receiver=i)
+        total = total + W[i, j] * heard(transcript, kind, round, j, i if alone else None)
     return total
 
 

@@ -139,7 +139,8 @@ def game_options(table: AuditConfig) -> dict[str, Any]:
     return {"victim": table.victim, "threat": table.threat, "observer": table.observer, "links": table.links,
             "directed_links": table.directed_links, "canary": table.canary, "canary_label": table.canary_label,
             "canary_scale": table.canary_scale, "scenarios": table.channels, "statistic": table.statistic,
-            "canary_norm": table.canary_norm}
+            "canary_norm": table.canary_norm, **({"liar": table.liar, "agents": table.agents}
+                                                 if table.threat in ACTIVE_THREATS else {})}
 
 
 def game_for_cell(cell: Cell, count: int = 1, **options: Any) -> Game:
@@ -459,6 +460,9 @@ def _canary_attack(table: AuditConfig, record: dict[str, Any]) -> str:
                 f"{record['adjacency']}: {record.get('pair') or 'canary present or absent'}")
     scored = (", scored law-free (each round's projection weighted on held-out runs; no law assumed)"
               if record.get("statistic") == "projection" else "")
+    if record.get("active") is not None:
+        scored += (f"; active: agent {record['active']['liar']} steers the victim every round to a point where the "
+                   "canary's gradient is clipped at full length and separated from the other records'")
     return (f"{how}{scored}; {table.threat} hears {', '.join(record['channels'])}; {record['adjacency']}: "
             f"{record.get('pair') or 'canary present or absent'}")
 
@@ -507,7 +511,8 @@ def canary_finding(cell: AuditCell, progress: bool = False) -> dict[str, Any]:
         "relation": canary_relation(game),
         "statistic_choice": record.get("whole_run"),
         "detail": record,
-        **({"threat": game.threat} if game.release is not None else {}),
+        **({"threat": game.threat} if game.release is not None or game.active is not None else {}),
+        **({"active": game.active} if game.active is not None else {}),
     }
 
 

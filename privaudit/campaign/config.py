@@ -30,6 +30,8 @@ from typing import Annotated, Any, Callable, ClassVar, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
                       TypeAdapter, ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
 
+from privaudit.attacks.active.steering import CANARY_DEFENSES
+from privaudit.attacks.active.threat import override_refusal
 from privaudit.attacks.active.trial import ACTIVE_ATTACKS
 from privaudit.attacks.audit.canaries import CANARY_KINDS
 from privaudit.attacks.audit.mechanism_audit import check_size
@@ -825,6 +827,10 @@ class AuditConfig(_HearsLinks):
                                  "the agent whose final model is released (default the victim)")
     links: list[tuple[int, int]] | None = Field(None, description=LINKS_HELP)
     directed_links: list[tuple[int, int]] | None = Field(None, description=DIRECTED_LINKS_HELP)
+    agents: list[int] | None = Field(None, min_length=1, description="malicious canary audit: the colluding agents "
+                                     "whose hearing is pooled (default: the liar alone)")
+    liar: int | None = Field(None, ge=0, description="malicious canary audit: the agent that steers the victim "
+                             "(default: the victim's lowest-numbered neighbour)")
     canary: one_of(CANARY_KINDS, "canary") = "gradient"
     channels: list[str] | None = Field(None, min_length=1, description="the defense's canary channels to "
                                        "listen to (default: every one the threat model hears)")
@@ -859,7 +865,7 @@ class AuditConfig(_HearsLinks):
     LATER: ClassVar[dict[str, Any]] = {"directed_links": None, "statistic": "auto", "canary_norm": None,
                                        "attack": "idlg", "scenario": None, "round": 0, "threshold_db": 30.0,
                                        "trials": 20, "pool": 1000, "attackers": None, "victims": None,
-                                       "released": False}
+                                       "released": False, "agents": None, "liar": None}
 
     def misplaced(self) -> tuple[str, str] | None:
         """(field, why) when a field is set that the audit's kind does not use."""
@@ -867,8 +873,8 @@ class AuditConfig(_HearsLinks):
             return "mechanism", "required when kind = 'mechanism'"
         if self.threat == "coalition":
             return "threat", "the coalition threat applies to [[attack]] tables only"
-        if self.threat in ACTIVE_THREATS:
-            return "threat", f"the {self.threat} threat speaks through an active attack: it applies to [[attack]] tables only"
+        if (wrong := self._misplaced_lie()) is not None:
+            return wrong
         if self.kind != "mechanism" and (wrong := self._misplaced_release()) is not None:
             return wrong
         if self.kind != "mechanism" and self.threat not in ("curious_neighbour", "released_model") \
@@ -897,6 +903,30 @@ class AuditConfig(_HearsLinks):
                 and all(isinstance(attacker, list) and len(set(attacker)) > 1 for attacker in self.attackers):
             return "released", ("every attacker is a coalition, and the released model is one agent's final model: "
                                 "name single agents among the attackers")
+        return None
+
+    def _misplaced_lie(self) -> tuple[str, str] | None:
+        """(field, why) when the malicious threat meets what it cannot serve: it steers the victim
+        for one record canary of a repeated canary audit (`privaudit.attacks.active.steering`), its
+        threshold chosen on held-out runs; `agents` and `liar` belong to it alone."""
+        if self.threat not in ACTIVE_THREATS:
+            for name in ("agents", "liar"):
+                if getattr(self, name) is not None:
+                    return name, "only the malicious threat has one"
+            return None
+        if self.kind != "canary":
+            return "threat", (f"the {self.threat} threat applies to [[attack]] tables and [[audit]] canary tables, "
+                              f"not a {self.kind} audit")
+        if self.method != "repeated":
+            return "method", f"the {self.threat} threat steers the victim for one canary: method = 'repeated'"
+        if self.canary == "gradient":
+            return "canary", (f"the {self.threat} threat steers the victim for a record canary (record, outlier, "
+                              "natural): a planted gradient needs no steering")
+        if self.protocol == "model":
+            return "protocol", (f"the {self.threat} threat's threshold is chosen on held-out runs: the law is stated for "
+                                "the canary at honest points, not at the steered one")
+        if self.agents is not None and (len(set(self.agents)) != len(self.agents) or min(self.agents) < 0):
+            return "agents", f"must be distinct agents, got {self.agents}"
         return None
 
     def _misplaced_release(self) -> tuple[str, str] | None:
@@ -1051,6 +1081,10 @@ class Campaign(BaseModel):
             kinds = {kind for kind, model in DYNAMICS.items() if model.exact and kind in CHANNELS}
             lacks, has = ("follows no exact public state recurrence with a canary channel",
                           "follows an exact public state recurrence with a canary channel")
+        elif table.threat in ACTIVE_THREATS:
+            kinds = {kind for kind in CANARY_DEFENSES if override_refusal(kind) is None}
+            lacks, has = ("is not a defense the active canary audit steers",
+                          "is a defense the active canary audit steers")
         elif table.statistic == "law":
             kinds, lacks, has = CHANNELS, "states no law for a canary channel", "states a canary channel's law"
         else:

@@ -59,6 +59,7 @@ from torch import Tensor
 from torch.func import vmap
 
 from privaudit.attacks import views
+from privaudit.attacks.active.steering import steering_tap
 from privaudit.attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, natural_canaries,
                                              outlier_canaries, record_canaries, with_records)
 from privaudit.attacks.audit.canary_statistics import (MODEL_SAMPLES, Candidates, Laws, held_out_split,
@@ -75,8 +76,8 @@ from privaudit.accounting import Claim
 from privaudit.errors import ConfigError
 from privaudit.progress import Progress
 from privaudit.setup import Setup
-from privaudit.sim import simulate
-from privaudit.threats import RELEASED_THREATS, Release, build_release, build_tap
+from privaudit.sim import public_knowledge, simulate
+from privaudit.threats import ACTIVE_THREATS, RELEASED_THREATS, Release, build_release, build_tap
 from privaudit.wire import PublicKnowledge, Tap, Transcript
 from privaudit.worlds import Replicated, one_world, replicate
 
@@ -133,6 +134,9 @@ class Game:
     release: Release | None = None
     """Set for a released-model threat: the attacker scores the final model it receives
     (`FinalModel`), and the channel only says the canary pair (adjacency, canary length)."""
+    active: dict[str, Any] | None = None
+    """Set for the malicious threat: who lies, whose hearing it pools, and what it assumed, in
+    words (the tap's strategy steers the victim for the canary: `privaudit.attacks.active.steering`)."""
 
     @property
     def channel(self) -> Channel:
@@ -227,10 +231,13 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
               links: list[tuple[int, int]] | None = None, canary: str = "gradient", canary_label: int = 0,
               canary_scale: float = 2.0, count: int = 1, scenarios: list[str] | None = None,
               statistic: str = "auto", canary_norm: float | None = None,
-              directed_links: list[tuple[int, int]] | None = None, claim: Claim | None = None) -> Game:
+              directed_links: list[tuple[int, int]] | None = None, claim: Claim | None = None,
+              liar: int | None = None, agents: list[int] | None = None) -> Game:
     """The game of one defense configuration on `setup` (its canaries fixed by the set-up's
     seed), with `count` canaries, scored by `statistic` ("law", "projection", or "auto": the law
     where the defense's view states one, else law-free); every problem is a one-line ConfigError.
+    `threat = "malicious"`: agent `liar` of the colluding `agents` steers the victim for the one
+    record canary every round (`privaudit.attacks.active.steering`), the canary scored as passive.
     `claim`: the configuration's claim when the caller has it (a position audit's games of each
     victim share one: it does not depend on the victim, and an accountant takes seconds)."""
     if statistic not in (*STATISTICS, "auto"):
@@ -246,6 +253,13 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
     public = defense.public()
     if canary not in CANARY_KINDS:
         raise ConfigError(f"unknown canary '{canary}' (choose from {', '.join(CANARY_KINDS)})")
+    if threat not in ACTIVE_THREATS and (liar is not None or agents is not None):
+        raise ConfigError("only the malicious threat has a liar and agents")
+    if threat in ACTIVE_THREATS and canary == "gradient":
+        raise ConfigError("the malicious threat steers the victim for a record canary (record, outlier, natural): a "
+                          "planted gradient is as large and separated at every point and needs no steering")
+    if threat in ACTIVE_THREATS and count != 1:
+        raise ConfigError(f"the malicious threat steers the victim for one canary (a repeated audit), not {count}")
     if threat in RELEASED_THREATS:
         return _released_game(setup, kind, params, rounds, claim, public, victim=victim, threat=threat,
                               observer=observer, canary=canary, canary_label=canary_label, canary_scale=canary_scale,
@@ -261,9 +275,17 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
     if canary != "gradient" and channel.coordinate:
         raise ConfigError(f"'{kind}' is audited along one coordinate (its noise is per coordinate): "
                           "use canary = 'gradient'")
+    made = None
     try:
-        tap = build_tap(threat, victim, setup.topology, kinds={k for e in channel.extractors for k in e.kinds},
-                        observer=observer, links=links, directed_links=directed_links)
+        if threat in ACTIVE_THREATS:
+            made = _canaries(setup, victim, canary, count, canary_label, canary_scale, channel.canary_norm(public),
+                             channel.coordinate)
+            tap = steering_tap(public_knowledge(defense), setup.topology, setup.model, made.x[0], int(made.y[0]),
+                               setup.data.x_test, setup.data.num_classes, victim=victim, rounds=rounds, liar=liar,
+                               agents=agents)
+        else:
+            tap = build_tap(threat, victim, setup.topology, kinds={k for e in channel.extractors for k in e.kinds},
+                            observer=observer, links=links, directed_links=directed_links)
         heard = channel.heard(tap, victim, setup.topology)
     except ValueError as error:
         raise ConfigError(f"canary audit: {error}") from None
@@ -276,11 +298,25 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
             why = next(e for e in channel.extractors if e.scenario == missing[0]).missing(tap, victim, setup.topology)
             raise ConfigError(f"the {threat} tap cannot feed '{kind}''s '{missing[0]}' channel: {why}")
         heard = [s for s in heard if s in scenarios]
-    made = _canaries(setup, victim, canary, count, canary_label, canary_scale, channel.canary_norm(public),
-                     channel.coordinate)
+    if made is None:
+        made = _canaries(setup, victim, canary, count, canary_label, canary_scale, channel.canary_norm(public),
+                         channel.coordinate)
     planted = dataclasses.replace(setup, model=made.model(setup.model))
     records = int(setup.local.sizes[victim]) + (count if channel.adjacency == "replace-one" else 0)
-    return Game(planted, kind, params, rounds, victim, threat, tap, tuple(heard), made, records, claim, law_free)
+    return Game(planted, kind, params, rounds, victim, threat, tap, tuple(heard), made, records, claim, law_free,
+                active=_active(tap))
+
+
+def _active(tap: Tap) -> dict[str, Any] | None:
+    """What the record says of a malicious tap's lie (`Game.active`); None for a tap that only listens."""
+    speaker = tap.speaker()
+    if speaker is None:
+        return None
+    plan = speaker.strategy.plan
+    return {"liar": plan.liar, "agents": list(plan.agents), "victim": plan.victim,
+            "strategy": "state override at every round to a point where the canary's per-sample gradient is clipped "
+                        "at full length and separated from the other records' (privaudit.attacks.active.steering)",
+            "assumptions": list(speaker.strategy.assumptions())}
 
 
 def _canaries(setup: Setup, victim: int, canary: str, count: int, label: int, scale: float, norm: float,
@@ -689,6 +725,9 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
     laws = without.laws
     noisy = bool(laws) and laws[0][0].family is not None
     chosen = protocol if protocol != "auto" else ("model" if noisy and game.canaries.kind == "gradient" else "held-out")
+    if chosen == "model" and game.active is not None:
+        raise ConfigError("a steered canary audit chooses its threshold on held-out runs: the law's shift is stated for "
+                          "the canary at honest points, not at the point the liar steers the victim to")
     if chosen == "model" and not noisy:
         why = "is scored law-free" if game.law_free is not None else "adds no noise"
         raise ConfigError(f"'{game.kind}' {why}: its threshold cannot be chosen from a law (use held-out)")
@@ -739,7 +778,7 @@ def audit_game(game: Game, *, runs: int = 200, confidence: float = 0.95, delta: 
         "runs_per_second": 2 * runs / wall,
         "worlds_per_simulation": worlds or worlds_per_run(game, device),
     }
-    return released_record(game, record)
+    return released_record(game, {**record, "active": game.active} if game.active is not None else record)
 
 
 def released_record(game: Game, record: dict[str, Any]) -> dict[str, Any]:
