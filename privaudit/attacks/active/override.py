@@ -19,7 +19,7 @@ from torch import Tensor
 from privaudit.attacks.extraction import Steering
 from privaudit.attacks.views import STEERINGS
 from privaudit.defenses.base import DEFENSES
-from privaudit.wire import PublicKnowledge, Tap
+from privaudit.wire import PublicKnowledge, Tap, Transcript
 
 
 def steering(defense: str) -> Steering | None:
@@ -35,12 +35,18 @@ def steered_defenses() -> tuple[str, ...]:
     return tuple(name for name in STEERINGS if steering(name) is not None)
 
 
-def victim_model(heard: Tap, public: PublicKnowledge, round: int, victim: int) -> Tensor:
+def _record(heard: Tap | Transcript, public: PublicKnowledge) -> Transcript:
+    """What the liar's tap recorded so far, as a transcript (a transcript already is one)."""
+    return heard if isinstance(heard, Transcript) else heard.transcript(public)
+
+
+def victim_model(heard: Tap | Transcript, public: PublicKnowledge, round: int, victim: int) -> Tensor:
     """The victim's model as the liar holds it at `round` (its steering's `base`), float64."""
-    return STEERINGS[public.defense].base(heard.transcript(public), round, victim).double()
+    return STEERINGS[public.defense].base(_record(heard, public), round, victim).double()
 
 
-def override_message(heard: Tap, public: PublicKnowledge, round: int, liar: int, victim: int, goal: Tensor) -> Tensor:
+def override_message(heard: Tap | Transcript, public: PublicKnowledge, round: int, liar: int, victim: int,
+                     goal: Tensor) -> Tensor:
     """The liar's message that makes the victim compute its release of round + lag at `goal`, from
     the messages `heard` recorded (the defense's `Steering.craft`); float64."""
-    return STEERINGS[public.defense].craft(heard.transcript(public), round, liar, victim, goal).double()
+    return STEERINGS[public.defense].craft(_record(heard, public), round, liar, victim, goal).double()
