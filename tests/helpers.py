@@ -1,6 +1,7 @@
 """Helpers for tests: small campaigns built from dicts the way a user's TOML would be, and a
 set-up small enough to check one round of a defense by hand."""
 
+import json
 import os
 import re
 import subprocess
@@ -77,3 +78,22 @@ def run_logged(directory: Path, campaign: str) -> tuple[int, str]:
                               cwd=Path(__file__).resolve().parent.parent,
                               env=os.environ | {"PRIVAUDIT_PROGRESS_SECONDS": "0"}, timeout=300).returncode
     return code, log.read_text()
+
+
+def _toml_value(value: Any) -> str:
+    """A campaign field's value as TOML: inline tables for dicts, JSON (which TOML reads) otherwise."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{key} = {_toml_value(item)}" for key, item in value.items()) + " }"
+    return json.dumps(value)
+
+
+def campaign_file(path: Path, defense: dict[str, Any], table: str, fields: dict[str, Any],
+                  data: tuple[str, ...] = ()) -> str:
+    """A one-seed campaign on digits (`data`: more `[data]` lines) with one defense and one `[[table]]`
+    (attack, audit …) written to `path`; its path as text, for the command line."""
+    lines = ["[campaign]", 'name = "t"', "seeds = [0]", "[data]", 'dataset = "digits"', *data, "[[defense]]"]
+    lines += [f"{key} = {_toml_value(value)}" for key, value in defense.items()] + [f"[[{table}]]"]
+    lines += [f"{key} = {_toml_value(value)}" for key, value in fields.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+

@@ -3,7 +3,6 @@ runs end to end, its row is an inversion row with an `active` record and the pas
 same run beside it, its assumptions are refused in one line at `check`, `privaudit list` names the
 defenses it applies to, and the report shows active beside passive."""
 
-import json
 import math
 import re
 
@@ -15,7 +14,7 @@ from privaudit.cli import main
 from privaudit.errors import ConfigError
 from privaudit.reports.html import render_report
 from privaudit.rows import InversionRow
-from tests.helpers import one_line_error
+from tests.helpers import campaign_file, one_line_error
 
 RING = {"kind": "dpsgd", "label": "D-PSGD", "topology": "ring", "agents": 4, "rounds": 4, "eval_every": 4,
         "model": "mlp", "model_options": {"hidden": [256]}, "lr": 0.1, "batch_size": 16}
@@ -28,17 +27,7 @@ def _raw(attack=TRAP, defense=RING):
 
 
 def _toml(tmp_path, attack=TRAP, defense=RING):
-    def value(v):
-        if isinstance(v, dict):
-            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
-        return json.dumps(v)
-
-    lines = ["[campaign]", 'name = "t"', "seeds = [0]", "[data]", 'dataset = "digits"', "[[defense]]"]
-    lines += [f"{k} = {value(v)}" for k, v in defense.items()] + ["[[attack]]"]
-    lines += [f"{k} = {value(v)}" for k, v in attack.items()]
-    path = tmp_path / "active.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return campaign_file(tmp_path / "active.toml", defense, "attack", attack)
 
 
 @pytest.fixture(scope="module")

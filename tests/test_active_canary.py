@@ -5,7 +5,6 @@ worlds exactly as its worlds read one by one, gives ε_LB = 0 on a null audit, n
 sound ε on small runs, and its row says who lied and what it assumed."""
 
 import copy
-import json
 
 import pytest
 import torch
@@ -23,7 +22,7 @@ from privaudit.rows import AuditRow
 from privaudit.sim import simulate
 from privaudit.wire import Kind
 from privaudit.worlds import Replicated, one_world
-from tests.helpers import one_line_error
+from tests.helpers import campaign_file, one_line_error
 
 DATA = {"dataset": "digits", "max_train": 200}
 DP = {"kind": "dp_dpsgd", "label": "DP", "topology": "complete", "agents": 4, "rounds": 4, "eval_every": 4,
@@ -33,18 +32,7 @@ AUDIT = {"kind": "canary", "threat": "malicious", "canary": "record", "runs": 16
 
 
 def _toml(tmp_path, audit=AUDIT, defense=DP):
-    def value(v):
-        if isinstance(v, dict):
-            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
-        return json.dumps(v)
-
-    lines = ["[campaign]", 'name = "t"', "seeds = [0]", "[data]", 'dataset = "digits"', "max_train = 200",
-             "[[defense]]"]
-    lines += [f"{k} = {value(v)}" for k, v in defense.items()] + ["[[audit]]"]
-    lines += [f"{k} = {value(v)}" for k, v in audit.items()]
-    path = tmp_path / "active_audit.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return campaign_file(tmp_path / "active_audit.toml", defense, "audit", audit, data=("max_train = 200",))
 
 
 @pytest.fixture(scope="module")

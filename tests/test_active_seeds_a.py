@@ -8,7 +8,6 @@ an active result."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import pytest
@@ -25,7 +24,7 @@ from privaudit.reports.html import runs_of
 from privaudit.reports.verdicts import verdict_section
 from privaudit.sim import public_knowledge, simulate
 from privaudit.wire import GroundTruth, Kind, Malicious, Tap
-from tests.helpers import one_line_error
+from tests.helpers import campaign_file, one_line_error
 
 MLP = {"topology": "ring", "agents": 4, "model": "mlp", "model_options": {"hidden": [32]}}
 TABLES = {
@@ -139,17 +138,7 @@ def test_muffliato_refuses_a_round_before_a_gossip_round_in_one_line(defense_of)
 
 
 def _toml(tmp_path, defense: dict, attack: dict) -> str:
-    def value(v):
-        if isinstance(v, dict):
-            return "{ " + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + " }"
-        return json.dumps(v)
-
-    lines = ["[campaign]", 'name = "t"', "seeds = [0]", "[data]", 'dataset = "digits"', "[[defense]]"]
-    lines += [f"{k} = {value(v)}" for k, v in defense.items()] + ["[[attack]]"]
-    lines += [f"{k} = {value(v)}" for k, v in attack.items()]
-    path = tmp_path / "active.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return campaign_file(tmp_path / "active.toml", defense, "attack", attack)
 
 
 TRAP = {"kind": "trap_weights", "label": "trap", "threat": "malicious", "agents": [1, 3], "victim": 0}
