@@ -79,12 +79,13 @@ def cross_gradient(transcript: Transcript, victim: int, round: int, receiver: in
             raise KeyError(f"{transcript.threat_model} transcript has no '{Kind.CROSS_GRADIENT}' message from "
                            f"agent {victim} at round {round} together with the '{Kind.MODEL}' its receiver sent it")
         receiver = receivers[0][1]
+    gradient = heard(transcript, Kind.CROSS_GRADIENT, round, victim, receiver)
     point = _model_sent(transcript, round, receiver, victim)
     if point is None:
         raise KeyError(f"{transcript.threat_model} transcript lacks the '{Kind.MODEL}' agent {receiver} sent agent "
                        f"{victim} at round {round}")
     return Target(
-        gradient=heard(transcript, Kind.CROSS_GRADIENT, round, victim, receiver),
+        gradient=gradient,
         point=point,
         victim=victim,
         round=round,
