@@ -87,8 +87,9 @@ def _audit_line(row: dict[str, Any]) -> dict[str, Any]:
     """One audit of the comparison in words: who it was, its bound, estimate, sound and claimed ε
     and its verdict."""
     active = row.get("active") if isinstance(row.get("active"), dict) else None
-    who = (f"agent {active.get('liar')} lies to agent {active.get('victim')} (agents "
-           f"{', '.join(map(str, active.get('agents') or []))} pool what they hear)" if active
+    pooled = [str(agent) for agent in (active or {}).get("agents") or []]
+    who = (f"agent {active.get('liar')} lies to agent {active.get('victim')}"
+           + (f" (agents {', '.join(pooled)} pool what they hear)" if len(pooled) > 1 else "") if active
            else f"{_threat(row).replace('_', ' ')}, listening")
     verdict = row.get("verdict") if isinstance(row.get("verdict"), dict) else {}
     failed = audit_failed(row)
