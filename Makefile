@@ -8,6 +8,8 @@ OUT ?= results/demo
 # pytest exits 5 when it collects no test; that is not a failure of the suite.
 PYTEST = $(BIN)/python -m pytest
 # The suite runs on two pytest processes (CI machines have two cores); TEST_WORKERS=0 runs it in one.
+# worksteal: an idle process takes tests queued on the other, so a long test last on one does not leave
+# the other idle.
 TEST_WORKERS ?= 2
 
 .PHONY: demo test test-slow test-browser bench install clean
@@ -26,7 +28,7 @@ demo: $(STAMP)
 	$(BIN)/privaudit run --out $(OUT)
 
 test: $(STAMP)
-	$(PYTEST) -q -n $(TEST_WORKERS); rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
+	$(PYTEST) -q -n $(TEST_WORKERS) --dist worksteal; rc=$$?; if [ $$rc -eq 5 ]; then rc=0; fi; exit $$rc
 
 # The slow tests include the Ray executor's, so they install the ray extra.
 $(VENV)/.installed-ray: pyproject.toml | $(STAMP)

@@ -58,7 +58,7 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("fuzzed_rows")
 
 
-@settings(max_examples=10, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=5, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_a_report_renders_whatever_the_reader_keeps(folder, data):
     row = mutated(data)
