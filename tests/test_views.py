@@ -145,10 +145,10 @@ def _literals(path: Path, names: set[str]) -> list[tuple[ast.Constant, str]]:
     tree = ast.parse(source)
     indexed: dict[int, str] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in names:
             indexed[id(node.slice)] = ast.get_source_segment(source, node.value) or ""
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-              and node.args and isinstance(node.args[0], ast.Constant)):
+              and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in names):
             indexed[id(node.args[0])] = ast.get_source_segment(source, node.func.value) or ""
     return [(node, indexed.get(id(node), "")) for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names]
