@@ -176,17 +176,25 @@ class CanarySteering:
         goal = self.detector.steered(self.model, victim_model(heard, self.knowledge, round, plan.victim))
         return {plan.victim: override_message(heard, self.knowledge, round, plan.liar, plan.victim, goal)}
 
-    def assumptions(self) -> tuple[str, ...]:
-        """What the attacker assumed, in words, for the row (`OverridePlan.assumptions`' style)."""
+    def record(self) -> dict[str, object]:
+        """What an audit row says of this lie (`privaudit.rows.ActiveAudit`): who lied to whom, whose
+        hearing it pooled, the strategy and its assumptions, in words."""
         plan = self.plan
-        pooled = (f"it pools what agents {', '.join(map(str, plan.agents))} hear (they collude, only agent "
-                  f"{plan.liar} lies)" if len(plan.agents) > 1 else "it hears only what reaches it")
+        return {"liar": plan.liar, "agents": list(plan.agents), "victim": plan.victim,
+                "strategy": "state override at every round to a point where the canary's per-sample gradient is "
+                            "clipped at full length and separated from the other records' "
+                            "(privaudit.attacks.active.steering)",
+                "assumptions": list(self.assumptions())}
+
+    def assumptions(self) -> tuple[str, ...]:
+        """What the attacker assumed, in words, for the row: the trap override's hearing and rushing
+        (`OverridePlan.assumptions`), with a lie at every round and the canary known."""
+        plan = self.plan
         return (
             f"agent {plan.liar}, a neighbour of victim {plan.victim}, lies at every round: it sends the victim the "
             "model that makes it mix to its own model steered for the canary, and follows the protocol otherwise, "
             "its own state included",
-            pooled + f"; that suffices to hear every neighbour of agent {plan.victim}",
-            "rushing: within a round it hears the other agents' messages before it sends its own",
+            *plan.assumptions()[1:3],
             "it knows W, η, the architecture, the canary record, and public data of the task (the held-out split) to "
             "place the canary's unit",
         )

@@ -62,7 +62,7 @@ from privaudit.attacks import views
 from privaudit.attacks.active.steering import steering_tap
 from privaudit.attacks.audit.canaries import (CANARY_KINDS, Canaries, gradient_canaries, natural_canaries,
                                              outlier_canaries, record_canaries, with_records)
-from privaudit.attacks.audit.canary_statistics import (MODEL_SAMPLES, Candidates, Laws, held_out_split,
+from privaudit.attacks.audit.canary_statistics import (MODEL_SAMPLES, Candidates, held_out_split,
                                                       simulated_scores, whole_run_bound)
 from privaudit.attacks.audit.channels import (Channel, PairChannel, ProjectionChannel, Reading, RoundLaw,
                                               log_likelihood_ratio)
@@ -310,13 +310,7 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
 def _active(tap: Tap) -> dict[str, Any] | None:
     """What the record says of a malicious tap's lie (`Game.active`); None for a tap that only listens."""
     speaker = tap.speaker()
-    if speaker is None:
-        return None
-    plan = speaker.strategy.plan
-    return {"liar": plan.liar, "agents": list(plan.agents), "victim": plan.victim,
-            "strategy": "state override at every round to a point where the canary's per-sample gradient is clipped "
-                        "at full length and separated from the other records' (privaudit.attacks.active.steering)",
-            "assumptions": list(speaker.strategy.assumptions())}
+    return None if speaker is None else speaker.strategy.record()
 
 
 def _canaries(setup: Setup, victim: int, canary: str, count: int, label: int, scale: float, norm: float,
