@@ -16,8 +16,8 @@ The wire then delivers: both return the `Delivery` of the crafted messages, and 
 through `Defense.gossip` with it (or reads `Delivery.received` for directed messages) uses what each
 agent received. With no liar nothing changes (they return None, the same tensors as before).
 On an audit's batched worlds the liar speaks through its stacked tap (`privaudit.worlds.Replicated`,
-`Tap.lie_each`): each world's liar crafts from its own world's messages, all worlds at once (its
-broadcasts only: a stacked liar on links is refused in one line).
+`Tap.lie_each`, `Tap.lie_sends`): each world's liar crafts from its own world's messages, all worlds
+at once.
 """
 
 from __future__ import annotations
@@ -107,6 +107,11 @@ class Tap(ABC):
 
     def lie_each(self, round: int, kind: Kind, payloads: Tensor, topology: Topology) -> Delivery:
         """`Wire.broadcast_each` with this stacked tap's liars speaking in every world at once."""
+        raise PrivauditError(f"the {self.threat_model} tap does not lie on an audit's worlds")
+
+    def lie_sends(self, round: int, kind: Kind, links: Sequence[tuple[int, int]], payloads: Tensor,
+                  topology: Topology) -> Delivery:
+        """`Wire.send_each` with this stacked tap's liars speaking in every world at once."""
         raise PrivauditError(f"the {self.threat_model} tap does not lie on an audit's worlds")
 
     def wants_round(self, round: int) -> bool:
@@ -520,6 +525,15 @@ class Delivery:
                 delivered[r] = self.crafted[link]
         return delivered
 
+    def by_link(self, topology: Topology) -> dict[tuple[int, int], Tensor]:
+        """`crafted` keyed by the links of the wire's `topology`: as it is on one network; stacked,
+        each world's payload row on that world's copy of the link."""
+        if not self.stacked:
+            return self.crafted
+        n = topology.network.n
+        return {(w * n + liar, w * n + receiver): payload[w]
+                for (liar, receiver), payload in self.crafted.items() for w in range(topology.copies)}
+
     def mix(self, mixed: Tensor, sent: Tensor, topology: Topology) -> Tensor:
         """W x corrected to what each agent received: (W x)_i + Σ_a w_ia (m_{a→i} − x_a), where
         `mixed` is W x of the `sent` states x; stacked, the same in every world at once."""
@@ -619,11 +633,10 @@ class Wire:
             if off:
                 raise ValueError(f"agent {off[0][0]} sent '{kind}' to {off[0][1]}, which is not its neighbour")
             self._checked = list(links)
+        self.counts[kind] += len(links)
         if self._liar is not None and self._liar.stacked and any(
                 self._liar.speaker().lies(kind, sender % self.topology.network_size) for sender, _ in links):
-            raise PrivauditError(f"a liar on an audit's batched worlds sends '{kind}' over links (send_each): its "
-                                 "messages are replaced there only where the defense sends with broadcast_each")
-        self.counts[kind] += len(links)
+            return self._liar.lie_sends(round, kind, links, payloads, self.topology)
         if self._liar is None or not any(self._liar.speaker().lies(kind, sender) for sender, _ in links):
             for tap in self.taps:
                 tap.hear_sends(round, kind, links, payloads, self.topology)

@@ -91,6 +91,44 @@ class Replicated(Tap):
                 self.messages.append(Message(round, liar, None, kind, blocks[:, liar].clone()))
         return Delivery(kind, crafted, stacked=True)
 
+    def lie_sends(self, round: int, kind: Kind, links: Sequence[tuple[int, int]], payloads: Tensor,
+                  topology: Topology) -> Delivery:
+        """Every link `links[r]` of every world carries `payloads[r]`, and the liars of the malicious
+        tap this one stacks speak on theirs in every world at once, as `Wire.send_each` does on one
+        network: the honest messages are heard first, then each liar's protocol message on each of
+        its links is kept as its own value ("protocol <kind> to <j>") and the link delivers what the
+        strategy crafts from this tap's record, one payload row per world. The `Delivery` is keyed
+        by the wire's own links, world by world (what `Delivery.received` reads)."""
+        speaker, size = self.base.speaker(), self.size
+        sent = payloads.detach()
+        hearing = self.wants_kind(round, kind)
+        if hearing:
+            for (sender, receiver), rows in self._heard_links(links).items():
+                if not speaker.lies(kind, sender):
+                    self.messages.append(Message(round, sender, receiver, kind, sent[rows].clone()))
+        spoken: dict[int, dict[int, list[tuple[int, int]]]] = {}
+        for row, (sender, receiver) in enumerate(links):
+            if speaker.lies(kind, sender % size):
+                spoken.setdefault(sender % size, {}).setdefault(receiver % size, []).append((sender // size, row))
+        crafted: dict[tuple[int, int], Tensor] = {}
+        for liar, used in sorted(spoken.items()):
+            rows = {receiver: torch.tensor([row for _, row in sorted(worlds)]) for receiver, worlds in used.items()}
+            if any(len(world_rows) != self.copies for world_rows in rows.values()):
+                raise ValueError(f"agent {liar}'s links were used in some of the {self.copies} worlds only")
+            if self.wants_round(round):
+                for receiver, world_rows in rows.items():
+                    self.disclosures.append(Disclosure(round, liar, f"protocol {kind} to {receiver}",
+                                                       sent[world_rows].clone()))
+            lies = speaker.craft(round, kind, liar, sorted(rows), heard=self)
+            for receiver, world_rows in rows.items():
+                payload = (lies[receiver].to(sent.dtype).reshape(sent[world_rows].shape) if receiver in lies
+                           else sent[world_rows])
+                if hearing:
+                    self.messages.append(Message(round, liar, receiver, kind, payload.clone()))
+                if receiver in lies:
+                    crafted.update({links[row]: payload[world] for world, row in enumerate(world_rows.tolist())})
+        return Delivery(kind, crafted)
+
     def hears(self, sender: int, receiver: int | None, topology: Topology) -> bool:
         size = self.size
         return self.base.hears(sender % size, None if receiver is None else receiver % size, self.network)

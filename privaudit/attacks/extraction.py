@@ -128,9 +128,16 @@ def mixed(transcript: Transcript, kind: Kind, round: int, i: int) -> Tensor:
     W = transcript.public.mixing
     total = W[i, i] * heard(transcript, kind, round, i, None)
     for j in neighbours(W, i):
-        alone = transcript.find(kind, round=round, sender=j, receiver=i)
-        total = total + W[i, j] * heard(transcript, kind, round, j, i if alone else None)
+        total = total + W[i, j] * received(transcript, kind, round, j, i)
     return total
+
+
+def received(transcript: Transcript, kind: Kind, round: int, sender: int, receiver: int) -> Tensor:
+    """What `receiver` got from `sender` of `kind` at `round`, in float64: the message sent to it
+    alone where the tap heard one (a liar's crafted message, `privaudit.wire.Malicious`), else the
+    sender's broadcast."""
+    alone = transcript.find(kind, round=round, sender=sender, receiver=receiver)
+    return heard(transcript, kind, round, sender, receiver if alone else None)
 
 
 def initial_model(transcript: Transcript) -> Tensor:

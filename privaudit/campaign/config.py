@@ -30,7 +30,6 @@ from typing import Annotated, Any, Callable, ClassVar, Literal
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler,
                       TypeAdapter, ValidationError, ValidationInfo, field_validator, model_serializer, model_validator)
 
-from privaudit.attacks.active.steering import CANARY_DEFENSES
 from privaudit.attacks.active.threat import override_refusal
 from privaudit.attacks.active.trial import ACTIVE_ATTACKS
 from privaudit.attacks.audit.canaries import CANARY_KINDS
@@ -1082,7 +1081,7 @@ class Campaign(BaseModel):
             lacks, has = ("follows no exact public state recurrence with a canary channel",
                           "follows an exact public state recurrence with a canary channel")
         elif table.threat in ACTIVE_THREATS:
-            kinds = {kind for kind in CANARY_DEFENSES if override_refusal(kind) is None}
+            kinds = {kind for kind, _ in EXTRACTORS if override_refusal(kind) is None}
             lacks, has = ("is not a defense the active canary audit steers",
                           "is a defense the active canary audit steers")
         elif table.statistic == "law":

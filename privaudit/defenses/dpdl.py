@@ -278,10 +278,11 @@ class DPDL(Defense):
         points = self.x[self.point]
         if delivered is None:
             return points
+        crafted = delivered.by_link(self.setup.topology)
         for r in range(self.n_cross):
             link = (int(self.point[r]), int(self.sender[r]))
-            if link in delivered.crafted:
-                points[r] = delivered.crafted[link]
+            if link in crafted:
+                points[r] = crafted[link]
         return points
 
     def _clipped_sums(self, xb: Tensor, yb: Tensor, delivered: Delivery | None = None) -> Tensor:

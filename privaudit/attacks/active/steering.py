@@ -3,12 +3,19 @@ it, every round, to a point where one record canary's per-sample gradient is as 
 separated from the other records' as the model allows, so that a *record* canary is as visible in
 the victim's release as the mechanism lets any record be.
 
-At round t the liar hears the victim's model x_v^t and sends it the message that makes it mix to
-θ*_t = steered(x_v^t) (its defense's `Steering`, `privaudit.attacks.active.override`), so the victim steps to
-x_v^{t+1} = θ*_t − η g_v^t and computes its gradient of round t + 1 at x_v^{t+1}: a point the
-attacker knows, the victim's own broadcast of round t + 1, where the canary audit's statistic reads
-the release (the record-canary statistic of `privaudit.attacks.audit.canary_audit`, projected on
-the canary's gradient direction at that point). The steered point (`steered`), for an MLP whose
+At round t the liar hears the victim's state and sends it the message its defense's `Steering`
+crafts (`privaudit.attacks.active.override`), so that the victim computes its release of round
+t + lag at θ*_t = steered(base), base the victim's model as the liar holds it. For D-PSGD the
+victim mixes to θ*_t, steps to x_v^{t+1} = θ*_t − η g_v^t and computes its gradient of round t + 1
+at x_v^{t+1}, a point the attacker then hears. Every defense whose view registers a steering is
+steered so, at every round its steering does not refuse (Muffliato's rounds that do not precede an
+update pass unsteered); where the steering is off by what the liar cannot hear (Wang & Zhang's
+Alg. 1 past round 0: the victim's own Laplace noise; the ternary quantizer past round 0: its
+quantization error; LT-ADMM-DP: the victim's τ noisy local steps), the victim stands near θ*_t, not
+at it. The audit's channel reads each release at the point the victim computed it (its extractor
+reads that point from the transcript, never from the liar's intent) and projects it on the
+canary's gradient direction there (the record-canary statistic of
+`privaudit.attacks.audit.canary_audit`). The steered point (`steered`), for an MLP whose
 first layer is fully connected on the raw input and whose second is the output layer:
 
 * unit k (the first) fires only for the canary: its weight row along the unit direction u in
@@ -21,7 +28,7 @@ first layer is fully connected on the raw input and whose second is the output l
 * the output layer's column k sends the canary to another class with a logit gap of
   2·`LOGIT_GAP`: the canary is confidently misclassified, so its loss gradient does not vanish as
   the world with the canary learns it (the passive audit's weakness) — its length is about
-  2·(`LOGIT_GAP`/`ACTIVATION`)·‖x_c‖, clipped at full length C by DP-D-PSGD.
+  2·(`LOGIT_GAP`/`ACTIVATION`)·‖x_c‖, clipped at full length C by a defense that clips.
 
 The canary's gradient then lies in unit k's first-layer row and bias, its output column and the
 output bias; the victim's other records', whose unit k does not fire, share only the output bias.
@@ -31,10 +38,12 @@ detector, its output column set to misclassify the canary, and the other units' 
 u; the other records train the remaining units honestly, as the defense trains them, between two
 steerings. The liar's own state follows the protocol; only its messages to the victim lie.
 
-The bound stays sound whatever the liar does: DP-D-PSGD's release is the clipped, noised gradient
-at whatever point the victim stands (adaptive composition covers points chosen by an adversary
-from what it heard), and the audit's threshold is chosen on held-out runs only (its law's shift,
-stated for honest points, is not assumed at the steered one).
+The bound stays sound whatever the liar does: the audit's threshold is chosen on held-out runs
+only (a law's shift, stated for honest points, is not assumed at the steered one), and the lie is
+part of the mechanism the audit measures. A claim whose theorem covers any adversary (DP-D-PSGD's
+clipped, noised release is private at whatever point it is computed: adaptive composition covers
+points chosen from what the adversary heard) is judged by the audit; one whose theorem assumes
+honest agents meets a finding outside its threat model, never a refutation.
 """
 
 from __future__ import annotations
@@ -45,8 +54,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from privaudit.attacks.active.override import override_message, victim_model
-from privaudit.attacks.active.threat import OverridePlan, plan_override
+from privaudit.attacks.active.override import override_message, steering, victim_model
+from privaudit.attacks.active.threat import OverridePlan, override_refusal, plan_override
 from privaudit.flatmodel import FlatModel
 from privaudit.topology import Topology
 from privaudit.wire import Kind, Malicious, PublicKnowledge, Tap
@@ -73,13 +82,6 @@ _SAME = 1e-6
 _LEAST = 0.05
 """The least share of that gap between the canary and its unit's threshold: a public record nearer
 than that fires the unit too, rather than the unit's weights growing without end."""
-
-
-CANARY_DEFENSES = ("dpsgd", "dp_dpsgd")
-"""The defenses this per-round strategy is built and checked for: their steering lands the victim's
-release of round t + 1 at a point it then broadcasts, every round (lag 1, one model broadcast a
-round). Another defense's steering (other lags, noisy or quantized copies of the state) is not
-assumed to compose round after round the same way; it is refused in one line."""
 
 
 def steering_problem(model: FlatModel, features: int, num_classes: int) -> str | None:
@@ -171,7 +173,8 @@ class CanarySteering:
 
     def craft(self, round: int, kind: Kind, sender: int, receivers: list[int], heard: Tap) -> Mapping[int, Tensor]:
         plan = self.plan
-        if sender != plan.liar or kind != Kind.MODEL or plan.victim not in receivers:
+        if sender != plan.liar or kind != plan.steering.kind or plan.victim not in receivers \
+                or plan.steering.refusal(self.knowledge.hyper, round) is not None:
             return {}
         goal = self.detector.steered(self.model, victim_model(heard, self.knowledge, round, plan.victim))
         return {plan.victim: override_message(heard, self.knowledge, round, plan.liar, plan.victim, goal)}
@@ -201,21 +204,27 @@ class CanarySteering:
 
 
 def steering_tap(knowledge: PublicKnowledge, topology: Topology, model: FlatModel, canary: Tensor, label: int,
-                 public: Tensor, num_classes: int, *, victim: int, rounds: int, liar: int | None = None,
-                 agents: Iterable[int] | None = None) -> Malicious:
+                 public: Tensor, num_classes: int, *, victim: int, rounds: int, hears: Iterable[Kind],
+                 liar: int | None = None, agents: Iterable[int] | None = None) -> Malicious:
     """The malicious tap of a steered canary audit of `victim` over `rounds` rounds of the defense
-    `knowledge` describes (the liar's hearing, its strategy); ValueError (one line) where the
-    strategy or the override does not apply (`CANARY_DEFENSES`; `plan_override`: the liar, the
-    agents' hearing) or the model cannot be steered."""
+    `knowledge` describes: its coalition's hearing of the message kinds `hears` (what the audit's
+    channel reads) and of the kind its steering crafts, and its strategy. ValueError (one line)
+    where the override does not apply (`plan_override`: a defense without a steering, the liar,
+    the agents' hearing), where no round of the run can be steered, or where the model cannot be."""
     defense = knowledge.defense
-    if defense not in CANARY_DEFENSES:
-        raise ValueError(f"an active canary audit steers {', '.join(CANARY_DEFENSES)} only (its per-round steering is "
-                         f"built for them), not '{defense}'")
-    plan = plan_override(defense, topology, victim=victim, round=0, rounds=rounds, liar=liar, agents=agents,
+    refusal = override_refusal(defense)
+    if refusal is not None:
+        raise ValueError(refusal)
+    steer = steering(defense)
+    steerable = [t for t in range(rounds) if steer.refusal(knowledge.hyper, t) is None]
+    if not steerable:
+        raise ValueError(f"no round of the {rounds}-round run of '{defense}' can be steered: "
+                         f"{steer.refusal(knowledge.hyper, 0)}")
+    plan = plan_override(defense, topology, victim=victim, round=steerable[0], rounds=None, liar=liar, agents=agents,
                          hyper=knowledge.hyper)
     problem = steering_problem(model, canary.numel(), num_classes)
     if problem is not None:
         raise ValueError(problem)
     detector = CanaryDetector.place(canary, label, public, num_classes)
     strategy = CanarySteering(plan, knowledge, model, detector)
-    return Malicious(plan.agents, [plan.liar], strategy, kinds=[Kind.MODEL])
+    return Malicious(plan.agents, [plan.liar], strategy, kinds={*hears, steer.kind}, speaks=[steer.kind])

@@ -272,17 +272,17 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
         raise ConfigError(f"a canary audit of '{kind}' needs rounds >= {channel.reads(0).stop}, got {rounds}")
     if canary != "gradient" and not 0 <= canary_label < setup.data.num_classes:
         raise ConfigError(f"canary_label {canary_label} is not a class (0..{setup.data.num_classes - 1})")
-    if canary != "gradient" and channel.coordinate:
-        raise ConfigError(f"'{kind}' is audited along one coordinate (its noise is per coordinate): "
-                          "use canary = 'gradient'")
+    if canary != "gradient" and channel.coordinate and law_free is None:
+        raise ConfigError(f"'{kind}''s law is stated along one coordinate (its noise is per coordinate): "
+                          "use canary = 'gradient', or statistic = 'projection' for a record canary")
     made = None
     try:
         if threat in ACTIVE_THREATS:
             made = _canaries(setup, victim, canary, count, canary_label, canary_scale, channel.canary_norm(public),
                              channel.coordinate)
             tap = steering_tap(public_knowledge(defense), setup.topology, setup.model, made.x[0], int(made.y[0]),
-                               setup.data.x_test, setup.data.num_classes, victim=victim, rounds=rounds, liar=liar,
-                               agents=agents)
+                               setup.data.x_test, setup.data.num_classes, victim=victim, rounds=rounds,
+                               hears={k for e in channel.extractors for k in e.kinds}, liar=liar, agents=agents)
         else:
             tap = build_tap(threat, victim, setup.topology, kinds={k for e in channel.extractors for k in e.kinds},
                             observer=observer, links=links, directed_links=directed_links)

@@ -27,7 +27,7 @@ from torch import Tensor
 from privaudit.attacks.audit.channels import Channel, Reading, RoundLaw, fixed_batch, targets
 from privaudit.attacks.coalition.dynamics import Dynamics
 from privaudit.attacks.extraction import (ALL_NEIGHBOURS, MODEL_NEEDS, Extractor, Steering, Target, broadcast_model, expect,
-                                heard, initial_model, neighbours, public_params, span, victim_and_neighbours, victim_only)
+                                heard, initial_model, neighbours, public_params, received, span, victim_and_neighbours, victim_only)
 from privaudit.attacks.views.registry import (Noise, register_batch_size, register_channel, register_dynamics, register_extractor,
                                     register_model_view, register_noise, register_steering)
 from privaudit.defenses.ternary import Ternary, TernaryParams
@@ -67,7 +67,7 @@ def state_difference(transcript: Transcript, victim: int, round: int) -> Target:
     own = heard(transcript, Kind.QUANTIZED_STATE, round, victim, None)
     coupling = torch.zeros_like(own)
     for j in neighbours(W, victim):
-        coupling += W[victim, j] * (heard(transcript, Kind.QUANTIZED_STATE, round, j, None) - own)
+        coupling += W[victim, j] * (received(transcript, Kind.QUANTIZED_STATE, round, j, victim) - own)
     following = heard(transcript, Kind.QUANTIZED_STATE, round + 1, victim, None)
     point = initial_model(transcript) if round == 0 else own
     return Target(
