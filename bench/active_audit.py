@@ -4,7 +4,7 @@ active trap-weight inversion's success rate beside the reconstruction bound the 
 
     OMP_NUM_THREADS=1 python bench/active_audit.py [--seeds 0 … 19] [--runs 400] [--rounds 10]
                                                    [--hidden 32] [--batch-size 25] [--canary natural]
-                                                   [--workers 1]
+                                                   [--workers 1] [--trap-batch-size 2] [--trap-round 0]
 
 Set-up: digits cut to 200 training records, 4 agents on a complete graph (50 records each), an MLP
 with one hidden layer of `--hidden` units, B = 25 (Poisson rate q = 0.5), η = 0.5, C = 1, σ = 1,
@@ -31,19 +31,24 @@ steered (128 runs per side): there the steering separates the canary from the ot
 Measured at the end of issue 39 item 3 (one run of the defaults, 2 cores shared with other work,
 load 8.5 falling to 1.0, 1675 s): active ε_LB below the sound ε (10.46) in 20 of 20 seeds; mean
 ε_LB active 1.640, passive 0.955, ratio of means 1.72, per-seed ratio median 1.47 (from 0.33 to
-7.2; four seeds with passive 0); the trap-weight inversion rebuilt no record at 30 dB in any seed,
-within a ReRo bound that is vacuous here (1.0: 2ε_sound of its 4-round run is large). With
+7.2; four seeds with passive 0); the trap-weight inversion (then at B = 25, override at round 1)
+rebuilt no record at 30 dB in any seed, within a ReRo bound that was vacuous there (1.0). With
 `--canary record`, seeds 0–4 (load ≈ 1, 321 s): active 1.564, passive 1.861 (ratio 0.84): the
 steering does not raise a canary already at the mechanism's limit.
 
 (b) Per seed, `override_trial` (trap-weight state override by agent 1 at round `--trap-round`, the
-victim's release read at the next round) on the same table with the seed as the run's seed; its
-success rate is the share of the victim's batch rebuilt at `THRESHOLD_DB` or more (the
-reconstruction game's default threshold), beside the ReRo bound P[success] ≤ e^ε κ + δ
-(`privaudit/attacks/audit/reconstruction_bounds.py`) at the (ε, δ) the sound ε of that run gives
-for replacing one record (group privacy over add/remove: 2ε, (1 + e^ε)δ), κ the upper baseline of
-`psnr_kappa` on the held-out split, the candidate prior. A rate is compared with a probability
-bound, as acceptance 2 asks; it is not itself a bound.
+victim's release read at the next round) on the same defense with B = `--trap-batch-size` over
+`--trap-round` + 3 rounds, the seed as the run's seed; its success rate is the share of the victim's
+batch rebuilt at `THRESHOLD_DB` or more (the reconstruction game's default threshold), beside the
+ReRo bound P[success] ≤ e^ε κ + δ (`privaudit/attacks/audit/reconstruction_bounds.py`) at the
+(ε, δ) the sound ε of that run gives for replacing one record (group privacy over add/remove: 2ε,
+(1 + e^ε)δ), κ the upper baseline of `psnr_kappa` on the held-out split, the candidate prior. A
+rate is compared with a probability bound, as acceptance 2 asks; it is not itself a bound. The
+inversion runs at its own small B because the audits' run (q = 0.5, 10 rounds) has a sound ε whose
+ReRo bound is 1: a comparison that could not fail. At B = 2 (q = 0.04) over 3 rounds the bound is
+0.024 (κ = 0.00278): a rate above it in any seed would contradict the sound ε.
+The attack is not idle there: with σ = 10⁻⁶ the same trial rebuilds 2 of the victim's 2–3 records in
+seeds 0–2; at σ = 0.01 already none (a scratch check, 28 November 2026).
 """
 
 from __future__ import annotations
@@ -69,14 +74,24 @@ THRESHOLD_DB = 30.0
 """The PSNR at which a record counts as rebuilt: the reconstruction game's default `threshold_db`."""
 
 
-def table(args: argparse.Namespace) -> dict:
+def table(args: argparse.Namespace, batch_size: int | None = None, rounds: int | None = None) -> dict:
+    """The DP-D-PSGD table of the audits (`batch_size`, `rounds`: the inversion's own)."""
+    rounds = args.rounds if rounds is None else rounds
     return {"kind": "dp_dpsgd", "topology": "complete", "agents": 4, "model": "mlp",
-            "model_options": {"hidden": [args.hidden]}, "rounds": args.rounds, "eval_every": args.rounds,
-            "batch_size": args.batch_size, "lr": 0.5, "clip": 1.0, "noise_multiplier": 1.0, "delta": 1e-5}
+            "model_options": {"hidden": [args.hidden]}, "rounds": rounds, "eval_every": rounds,
+            "batch_size": args.batch_size if batch_size is None else batch_size, "lr": 0.5, "clip": 1.0,
+            "noise_multiplier": 1.0, "delta": 1e-5}
+
+
+def inversion_rounds(args: argparse.Namespace) -> int:
+    """The inversion's run: the override round, the victim's step at the trapped point, the broadcast read."""
+    return args.trap_round + 3
 
 
 def training_cell(args: argparse.Namespace, seed: int):
-    campaign = parse_campaign({"campaign": {"name": "bench", "seeds": [seed]}, "data": DATA, "defense": [table(args)]})
+    """The inversion's training cell: B = `--trap-batch-size` over `inversion_rounds` rounds."""
+    defense = table(args, args.trap_batch_size, inversion_rounds(args))
+    campaign = parse_campaign({"campaign": {"name": "bench", "seeds": [seed]}, "data": DATA, "defense": [defense]})
     (cell,) = expand(campaign)
     return cell
 
@@ -95,7 +110,7 @@ def inversion(args: argparse.Namespace, seed: int, kappa: float) -> tuple[int, i
     cell = training_cell(args, seed)
     device = torch.device("cpu")
     trial = override_trial(lambda: build_defense(cell, device), victim=0, round=args.trap_round, liar=1)
-    claim = checked_claim(build_defense(cell, device), args.trap_round + 3)
+    claim = checked_claim(build_defense(cell, device), inversion_rounds(args))
     eps, delta = claim.eps_sound, claim.delta or 0.0
     eps_one, delta_one = 2.0 * eps, (1.0 + math.exp(min(eps, 700.0))) * delta
     bound = min(1.0, math.exp(min(eps_one, 700.0)) * kappa + delta_one)
@@ -111,13 +126,17 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=32, help="the MLP's hidden units")
     parser.add_argument("--batch-size", type=int, default=25, help="B (the Poisson rate is B/50)")
     parser.add_argument("--canary", default="natural", choices=["record", "outlier", "natural"])
-    parser.add_argument("--trap-round", type=int, default=1, help="the trap-weight override's round")
+    parser.add_argument("--trap-round", type=int, default=0, help="the trap-weight override's round")
+    parser.add_argument("--trap-batch-size", type=int, default=2,
+                        help="the inversion's B (Poisson rate B/50): small, so that its run's sound ε allows a ReRo "
+                             "bound below 1")
     parser.add_argument("--workers", type=int, default=1, help="processes each audit's simulations are spread over")
     args = parser.parse_args()
     print(f"torch threads {torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} (1 min), workers {args.workers}; "
           f"DP-D-PSGD σ = 1, complete graph of 4, MLP {args.hidden} hidden, B = {args.batch_size}, {args.rounds} rounds, "
-          f"{args.runs} runs per world, canary {args.canary}", flush=True)
+          f"{args.runs} runs per world, canary {args.canary}; inversion: B = {args.trap_batch_size}, override at "
+          f"round {args.trap_round} of {inversion_rounds(args)}", flush=True)
     pool = game_for_table(table(args), DATA, canary=args.canary).setup.data
     kappa = psnr_kappa(pool.normalisation.denormalise(pool.x_test.double()).clamp(0.0, 1.0), THRESHOLD_DB)[1]
     print(f"κ (upper, PSNR ≥ {THRESHOLD_DB:g} dB, uniform over the {len(pool.x_test)} held-out records) = {kappa:.3g}")

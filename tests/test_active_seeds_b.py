@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from privaudit.attacks.active.override import override_message, victim_model
+from privaudit.attacks.active.override import override_message, steered_records, victim_model
 from privaudit.attacks.active.threat import plan_override
 from privaudit.attacks.views import STEERINGS
 from privaudit.attacks.views.dpdl import cross_gradient, steer_cross_gradient
@@ -199,3 +199,14 @@ def test_acceptance_3_no_claim_of_dpdl_or_lt_admm_is_refuted_by_an_active_result
     [finding] = [f for f in entries["dpdl"]["findings"] if f["kind"] == "outside threat model"]
     assert "never a refutation" in finding["text"] and "the active attack trap" in finding["text"]
     assert any("inside the claim's threat model" in note for note in entries["lt_admm_dp"]["notes"])
+
+
+def test_lt_admm_traps_are_placed_for_every_record_its_tau_step_release_sums(active_rows):
+    """LT-ADMM-DP's release read at the steered point sums τ local steps' batches (τB records, its
+    steering's `records`), not one batch: the traps are placed, and the records counted, for τB; and
+    at σ_e → 0 the liar rebuilds more of them than the same agents only listening."""
+    (row,) = [row for row in active_rows if row.get("active") and row["defense"] == "lt_admm_dp"]
+    assert steered_records("lt_admm_dp", {"tau": 2, "batch_size": 8}) == 16
+    sides = row["active"]
+    assert len(sides["active"]["psnr"]) == len(sides["passive"]["psnr"]) == 16
+    assert sides["active"]["recovered"] > sides["passive"]["recovered"]

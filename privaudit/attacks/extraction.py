@@ -292,7 +292,9 @@ class Steering:
     extractor's links: `craft` reads nothing beyond them). `base(transcript, t, victim)` is the
     victim's model as the liar holds it at t, from which a goal is built; `refusal(hyper, t)` why
     an override at round t cannot steer (a round whose release holds no gradient), or None;
-    `rule` the equation solved, in words, for `privaudit list` and the rows."""
+    `rule` the equation solved, in words, for `privaudit list` and the rows; `records(hyper)` how
+    many of the victim's records the release read at the steered point sums, where that is more
+    than the defense's registered batch size (a release of several local steps), or None."""
 
     defense: str
     kind: Kind
@@ -302,6 +304,7 @@ class Steering:
     scenario: str
     rule: str
     refusal: Callable[[Mapping[str, Any], int], str | None] = lambda hyper, round: None
+    records: Callable[[Mapping[str, Any]], int] | None = None
 
 
 def steer_mixing(kind: Kind) -> Callable[[Transcript, int, int, int, Tensor], Tensor]:

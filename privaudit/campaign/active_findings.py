@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from privaudit import devices
-from privaudit.attacks import views
+from privaudit.attacks.active.override import steered_records
 from privaudit.attacks.active.threat import OverridePlan, plan_override
 from privaudit.attacks.active.trial import Side, Trial
 from privaudit.attacks.inversion.analytic import trap_layer_problem
@@ -64,7 +64,7 @@ def plan_active(cell: AttackCell, defense: Defense) -> tuple[OverridePlan, int]:
     problem = trap_layer_problem(setup.model, setup.data.shape)
     if problem:
         raise ConfigError(f"{cell.where}: {problem}")
-    size = table.batch_size or views.batch_size(run.kind, defense.public())
+    size = table.batch_size or steered_records(run.kind, defense.public())
     if not isinstance(size, int):
         raise ConfigError(f"{cell.where}: defense '{run.kind}' has no public batch size to place the traps for")
     if len(setup.data.x_test) < 2 * size:

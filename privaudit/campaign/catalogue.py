@@ -392,7 +392,8 @@ def _defenses_markdown(found: dict[str, Any]) -> list[str]:
                   f"- membership inference: {_yes(entry['membership'])}",
                   f"- canary audit: {_CANARY_AUDIT[entry['canary_audit']]}",
                   f"- coalition attack: {_yes(entry['coalition'])}",
-                  f"- steered by a participant who lies (active attacks): {_yes(entry['steering'])}",
+                  f"- steered by a participant who lies (active attacks): {_yes(entry['steering'])}"
+                  + (f": {entry['steering_rule']}" if entry.get("steering_rule") else ""),
                   f"- noise parameters: {_names(entry['noise'])}"]
     lines += [f"\nNot loaded: {problem}" for problem in found.get("unloadable", [])]
     return lines

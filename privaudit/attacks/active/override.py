@@ -14,8 +14,12 @@ tap recorded so far.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from torch import Tensor
 
+from privaudit.attacks import views
 from privaudit.attacks.extraction import Steering
 from privaudit.attacks.views import STEERINGS
 from privaudit.defenses.base import DEFENSES
@@ -28,6 +32,17 @@ def steering(defense: str) -> Steering | None:
     if found is None or defense not in DEFENSES or not DEFENSES[defense].delivering():
         return None
     return found
+
+
+def steered_records(defense: str, hyper: Mapping[str, Any]) -> int | None:
+    """How many of the victim's records the release read at `defense`'s steered point sums, the
+    number its traps are placed for: its steering's `records` where it states them (a release of
+    several local steps), else the records one local step averages (`views.batch_size`); None
+    where neither is public."""
+    found = STEERINGS.get(defense)
+    if found is not None and found.records is not None:
+        return found.records(hyper)
+    return views.batch_size(defense, hyper)
 
 
 def steered_defenses() -> tuple[str, ...]:

@@ -23,9 +23,8 @@ import torch
 from torch import Tensor
 
 from privaudit.attacks.active.recovery import TOLERANCE, recover
-from privaudit.attacks.active.override import steered_defenses
+from privaudit.attacks.active.override import steered_defenses, steered_records
 from privaudit.attacks.active.threat import OverridePlan, TrapOverride, malicious_tap, override_refusal, plan_override
-from privaudit.attacks import views
 from privaudit.attacks.inversion.base import Reconstruction
 from privaudit.data import Dataset
 from privaudit.defenses.base import Defense
@@ -81,7 +80,7 @@ def override_trial(build: Callable[[], Defense], *, victim: int, round: int, lia
     plan = plan_override(defense.name, setup.topology, victim=victim, round=round, rounds=None, liar=liar,
                          agents=agents, hyper=defense.public())
     rounds = max(plan.rounds_heard) + 1
-    batch_size = batch_size or views.batch_size(defense.name, defense.public())
+    batch_size = batch_size or steered_records(defense.name, defense.public())
     if batch_size is None:
         raise ValueError(f"defense '{defense.name}' has no public batch size to place the traps for: give one")
     strategy = TrapOverride(plan, public_knowledge(defense), setup.model, setup.data.x_test, batch_size, setup.seed)

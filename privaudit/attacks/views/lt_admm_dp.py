@@ -211,7 +211,8 @@ register_model_view(Extractor(
     "both directions of one link of the victim at rounds 0..k: the curious neighbour on it, an eavesdropper on it, "
     "or a global listener", one_link_both_ways, _from_start))
 register_channel(LTADMMChannel(BRIDGE))
-register_steering(Steering(LTADMMDP.name, Kind.ADMM_BRIDGE, steer_bridge, _victim_state, 2, "bridge", STEERING_RULE))
+register_steering(Steering(LTADMMDP.name, Kind.ADMM_BRIDGE, steer_bridge, _victim_state, 2, "bridge", STEERING_RULE,
+                           records=lambda hyper: _params(hyper).tau * _params(hyper).batch_size))
 register_unmodelled(LTADMMDP.name, "LT-ADMM-DP sends bridge variables on each link, not broadcasts of one state: "
                     "the coalition recurrence is not modelled for it (its bridge scenario attacks a victim's links "
                     "directly)")

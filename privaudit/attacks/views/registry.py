@@ -196,7 +196,10 @@ def batch_size(defense: str, hyper: Mapping[str, Any]) -> int | None:
 
 def described(defense: str) -> dict[str, Any]:
     """What the attacks know of `defense`, for `privaudit list`: its canary audit scored with its
-    view's law ("law"), law-free from its extractors alone ("law-free"), or none (None)."""
+    view's law ("law"), law-free from its extractors alone ("law-free"), or none (None); how a liar
+    steers it, in words (its `Steering.rule`), or None."""
     audit = "law" if defense in CHANNELS else "law-free" if scenarios(defense) else None
+    steering = STEERINGS.get(defense)
     return {"scenarios": scenarios(defense), "membership": defense in MODEL_VIEWS,
-            "canary_audit": audit, "coalition": defense in DYNAMICS, "steering": defense in STEERINGS}
+            "canary_audit": audit, "coalition": defense in DYNAMICS, "steering": steering is not None,
+            "steering_rule": None if steering is None else steering.rule}
