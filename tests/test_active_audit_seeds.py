@@ -15,11 +15,11 @@ import torch
 from privaudit.attacks.active.override import steering
 from privaudit.attacks.audit.canary_audit import _scores_of, audit_game, world
 from privaudit.campaign.audit_findings import game_for_table
+from privaudit.campaign.config import parse_campaign
 from privaudit.defenses import DEFENSES
 from privaudit.errors import ConfigError
 from privaudit.sim import simulate
 from privaudit.worlds import Replicated, one_world
-from tests.helpers import campaign_file
 
 DATA = {"dataset": "digits", "max_train": 120}
 MLP = {"topology": "complete", "agents": 4, "model": "mlp", "model_options": {"hidden": [8]}, "eval_every": 100}
@@ -121,10 +121,10 @@ def test_no_round_muffliato_can_steer_is_refused_in_one_line():
     assert "\n" not in str(refused.value)
 
 
-def test_a_campaign_with_an_active_audit_of_each_seed_algorithm_checks(tmp_path, capsys):
-    from privaudit.cli import main
-    for name, table in SEEDS.items():
-        path = campaign_file(tmp_path / f"{name}.toml", MLP | table, "audit",
-                             {"kind": "canary", "threat": "malicious", "canary": "natural", "statistic": "projection",
-                              "agents": COALITION, "runs": 16}, data=("max_train = 120",))
-        assert main(["check", path]) == 0, (name, capsys.readouterr().err)
+def test_an_active_audit_table_targets_every_seed_algorithm_of_a_campaign():
+    defenses = [MLP | table | {"label": name} for name, table in SEEDS.items()]
+    audit = {"kind": "canary", "threat": "malicious", "canary": "natural", "statistic": "projection",
+             "agents": COALITION, "runs": 16}
+    campaign = parse_campaign({"campaign": {"name": "t", "seeds": [0]}, "data": DATA, "defense": defenses,
+                               "audit": [audit]})
+    assert sorted(campaign.audit_targets(0)) == list(range(len(SEEDS)))
