@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from privaudit.attacks.active.trap import SINK_MARGIN, trap_weights
+from privaudit.attacks.active.trap import SINK_MARGIN, trap_kind, trap_weights
 from privaudit.attacks.active.trial import override_trial
 from privaudit.attacks.inversion.analytic import LinearLayer
 from privaudit.flatmodel import FlatModel
@@ -40,6 +40,9 @@ def test_a_head_of_one_logit_layer_becomes_a_class_sink(defense_of):
     trapped = trap_weights(model, base, setup.data.x_test, 8, seed=0)
     assert not layer.weight(trapped).any()
     assert sorted(layer.bias(trapped).tolist()) == [0.0] * (layer.units - 1) + [SINK_MARGIN]
+    assert trap_kind(model, trapped) == "its logit layer replaced by a class sink"
+    mlp = defense_of(_table("mlp") | {"model_options": {"hidden": [32]}}).setup.model
+    assert trap_kind(mlp, trap_weights(mlp, mlp.initial(), setup.data.x_test, 8, seed=0)).endswith("trap weights")
 
 
 def test_a_cnn_trap_recovers_more_records_than_the_passive_side(defense_of):

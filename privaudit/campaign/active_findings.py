@@ -136,7 +136,7 @@ def sent_summary(trial: Trial) -> dict[str, Any]:
             "message_norm": float(message.norm()), "goal_norm": float(goal.norm()),
             "message_to_goal": float((message - goal).norm()),
             "what": (f"the message that sets agent {plan.victim}'s next point to its own model as the liar holds it, "
-                     f"with its first fully connected layer replaced by trap weights: {plan.steering.rule}")}
+                     f"with {trial.trap}: {plan.steering.rule}")}
 
 
 def active_record(trial: Trial, kind: str) -> dict[str, Any]:

@@ -70,6 +70,14 @@ def trap_weights(model: FlatModel, base: Tensor, public: Tensor, batch_size: int
     return trapped.to(base.dtype)
 
 
+def trap_kind(model: FlatModel, trapped: Tensor) -> str:
+    """What `trap_weights` set in `trapped`, in words: a class sink, where the first fully
+    connected layer gives the logits itself (its W is 0 there), or trap weights."""
+    if not bool(LinearLayer.first(model).weight(trapped).any()):
+        return "its logit layer replaced by a class sink"
+    return "its first fully connected layer replaced by trap weights"
+
+
 def class_sink(layer: LinearLayer, base: Tensor, seed: int) -> Tensor:
     """`base` with the logit layer `layer` set to a class sink (module docstring): W = 0, bias
     `SINK_MARGIN` for one class drawn with `seed`, 0 for the others."""

@@ -25,6 +25,7 @@ from torch import Tensor
 from privaudit.attacks.active.recovery import TOLERANCE, recover
 from privaudit.attacks.active.override import steered_defenses, steered_records
 from privaudit.attacks.active.threat import OverridePlan, TrapOverride, malicious_tap, override_refusal, plan_override
+from privaudit.attacks.active.trap import trap_kind
 from privaudit.attacks.inversion.base import Reconstruction
 from privaudit.data import Dataset
 from privaudit.defenses.base import Defense
@@ -65,6 +66,8 @@ class Trial:
     goal: Tensor
     message: Tensor
     rows: Tensor
+    trap: str
+    """What the goal's trapped layer holds, in words (`trap_kind`)."""
 
 
 def override_trial(build: Callable[[], Defense], *, victim: int, round: int, liar: int | None = None,
@@ -92,7 +95,8 @@ def override_trial(build: Callable[[], Defense], *, victim: int, round: int, lia
     sides = [_scored(recover(transcript, victim, plan.recovery_round, setup.model, setup.data, batch_size,
                              setup.seed, tolerance), rows, setup.data, setup.seed, batch_size)
              for transcript in (heard, honest)]
-    return Trial(plan, sides[0], sides[1], len(rows), strategy.goal, strategy.message, rows)
+    return Trial(plan, sides[0], sides[1], len(rows), strategy.goal, strategy.message, rows,
+                 trap_kind(setup.model, strategy.goal))
 
 
 def _run(defense: Defense, tap: Coalition, plan: OverridePlan, rounds: int) -> tuple[Transcript, Tensor]:
