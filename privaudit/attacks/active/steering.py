@@ -184,8 +184,8 @@ class CanarySteering:
         hearing it pooled, the strategy and its assumptions, in words."""
         plan = self.plan
         return {"liar": plan.liar, "agents": list(plan.agents), "victim": plan.victim,
-                "strategy": "state override at every round to a point where the canary's per-sample gradient is "
-                            "clipped at full length and separated from the other records' "
+                "strategy": "state override at every steerable round to a point where the canary's per-sample "
+                            "gradient is clipped at full length and separated from the other records' "
                             "(privaudit.attacks.active.steering)",
                 "assumptions": list(self.assumptions())}
 
@@ -194,9 +194,9 @@ class CanarySteering:
         (`OverridePlan.assumptions`), with a lie at every round and the canary known."""
         plan = self.plan
         return (
-            f"agent {plan.liar}, a neighbour of victim {plan.victim}, lies at every round: it sends the victim the "
-            "model that makes it mix to its own model steered for the canary, and follows the protocol otherwise, "
-            "its own state included",
+            f"agent {plan.liar}, a neighbour of victim {plan.victim}, lies at every round its defense's steering "
+            f"serves: it sends the victim the '{plan.steering.kind}' message that makes it compute its next release at "
+            "its own model steered for the canary, and follows the protocol otherwise, its own state included",
             *plan.assumptions()[1:3],
             "it knows W, η, the architecture, the canary record, and public data of the task (the held-out split) to "
             "place the canary's unit",
