@@ -4,7 +4,7 @@ active trap-weight inversion's success rate beside the reconstruction bound the 
 
     OMP_NUM_THREADS=1 python bench/active_audit.py [--seeds 0 … 19] [--runs 400] [--rounds 10]
                                                    [--hidden 32] [--batch-size 25] [--canary natural]
-                                                   [--workers 1] [--trap-batch-size 2] [--trap-round 0]
+                                                   [--workers 1] [--trap-batch-size 4] [--trap-round 0]
 
 Set-up: digits cut to 200 training records, 4 agents on a complete graph (50 records each), an MLP
 with one hidden layer of `--hidden` units, B = 25 (Poisson rate q = 0.5), η = 0.5, C = 1, σ = 1,
@@ -45,10 +45,12 @@ ReRo bound P[success] ≤ e^ε κ + δ (`privaudit/attacks/audit/reconstruction_
 (1 + e^ε)δ), κ the upper baseline of `psnr_kappa` on the held-out split, the candidate prior. A
 rate is compared with a probability bound, as acceptance 2 asks; it is not itself a bound. The
 inversion runs at its own small B because the audits' run (q = 0.5, 10 rounds) has a sound ε whose
-ReRo bound is 1: a comparison that could not fail. At B = 2 (q = 0.04) over 3 rounds the bound is
-0.024 (κ = 0.00278): a rate above it in any seed would contradict the sound ε.
-The attack is not idle there: with σ = 10⁻⁶ the same trial rebuilds 2 of the victim's 2–3 records in
-seeds 0–2; at σ = 0.01 already none (a scratch check, 28 November 2026).
+ReRo bound is 1: a comparison that could not fail. At B = 4 (q = 0.08) over 3 rounds the bound is
+0.10 (κ = 0.00278; at B = 2 it is 0.024, but one Poisson batch in eight is then empty, a seed with
+nothing to rebuild). A seed whose batch is empty at the read-out round is printed as such and not
+counted among the seeds compared. The attack is not idle at such B: with σ = 10⁻⁶ the trial at B = 2
+rebuilds 2 of the victim's 2–3 records in seeds 0–2; at σ = 0.01 already none (a scratch check,
+28 November 2026).
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=25, help="B (the Poisson rate is B/50)")
     parser.add_argument("--canary", default="natural", choices=["record", "outlier", "natural"])
     parser.add_argument("--trap-round", type=int, default=0, help="the trap-weight override's round")
-    parser.add_argument("--trap-batch-size", type=int, default=2,
+    parser.add_argument("--trap-batch-size", type=int, default=4,
                         help="the inversion's B (Poisson rate B/50): small, so that its run's sound ε allows a ReRo "
                              "bound below 1")
     parser.add_argument("--workers", type=int, default=1, help="processes each audit's simulations are spread over")
@@ -142,7 +144,7 @@ def main() -> None:
     print(f"κ (upper, PSNR ≥ {THRESHOLD_DB:g} dB, uniform over the {len(pool.x_test)} held-out records) = {kappa:.3g}")
     print(f"{'seed':>4} {'active':>7} {'passive':>7} {'sound':>6} {'ratio':>6} {'below':>5}  "
           f"{'rebuilt':>7} {'rate':>6} {'ReRo':>7} {'within':>6} {'wall s':>7}", flush=True)
-    actives, passives, ratios, below, within = [], [], [], 0, 0
+    actives, passives, ratios, below, within, compared = [], [], [], 0, 0, 0
     start = time.perf_counter()
     for seed in args.seeds:
         began = time.perf_counter()
@@ -154,16 +156,19 @@ def main() -> None:
         passives.append(passive["eps_lb"])
         ratios.append(ratio)
         below += active["eps_lb"] < sound
-        within += rate <= bound
+        compared += records > 0
+        within += records > 0 and rate <= bound
+        verdict = str(rate <= bound) if records else "empty"
         print(f"{seed:>4} {active['eps_lb']:7.3f} {passive['eps_lb']:7.3f} {sound:6.3f} {ratio:6.2f} "
               f"{str(active['eps_lb'] < sound):>5}  {rebuilt:>3}/{records:<3} {rate:6.3f} {bound:7.4f} "
-              f"{str(rate <= bound):>6} {time.perf_counter() - began:7.1f}", flush=True)
+              f"{verdict:>6} {time.perf_counter() - began:7.1f}", flush=True)
     mean_active, mean_passive = statistics.fmean(actives), statistics.fmean(passives)
     print(f"active ε_LB < sound ε in {below} of {len(args.seeds)} seeds (needs ≥ 19 of 20)")
     print(f"mean ε_LB: active {mean_active:.3f}, passive {mean_passive:.3f}; ratio of means "
           f"{mean_active / mean_passive if mean_passive > 0 else math.inf:.2f} (needs ≥ 1.5); per-seed ratio median "
           f"{statistics.median(ratios):.2f}")
-    print(f"trap-weight inversion within the ReRo bound in {within} of {len(args.seeds)} seeds (needs 20 of 20)")
+    print(f"trap-weight inversion within the ReRo bound in {within} of the {compared} seeds whose victim drew a batch "
+          f"(of {len(args.seeds)}; needs 20 of 20)")
     print(f"total wall {time.perf_counter() - start:.0f} s, load {os.getloadavg()[0]:.2f} (1 min)")
 
 
