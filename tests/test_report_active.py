@@ -49,3 +49,13 @@ def test_a_claim_against_honest_agents_makes_the_lie_a_finding_and_runs_without_
 def test_no_section_without_a_lie():
     rows = [_training("p", "passive only", "any adversary"), _audit("p", 0, 1.0, lying=False)]
     assert active_section(rows, runs_of(rows)) is None
+
+
+def test_nothing_certified_either_way_is_said_so_and_no_ratio_stands_on_a_bound_near_zero():
+    nothing = [_training("n", "noisy", "any adversary"), _audit("n", 0, 0.0, lying=True), _audit("n", 0, 0.0, lying=False)]
+    (entry,) = active_section(nothing, runs_of(nothing))["entries"]
+    assert "not detected at this strength, either way" in entry["audits"][0]["difference"]
+    near = [_training("z", "near", "any adversary"), _audit("z", 0, 0.3, lying=True), _audit("z", 0, 0.008, lying=False)]
+    (entry,) = active_section(near, runs_of(near))["entries"]
+    difference = entry["audits"][0]["difference"]
+    assert "ε ≥ 0.3 on average; listening to the same runs, ε ≥ 0.008." in difference and "×" not in difference

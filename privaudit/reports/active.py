@@ -117,6 +117,11 @@ def _audits(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return compared
 
 
+RATIO_FLOOR = 0.1
+"""The passive mean below which no ratio is printed: a ratio over a bound this near 0 (one seed's
+0.008 against 0.3) says nothing of either attacker."""
+
+
 def _difference(lines: list[dict[str, Any]]) -> str:
     """The active and passive bounds' means in one sentence: lower bounds both, never a ratio of
     true losses."""
@@ -130,10 +135,13 @@ def _difference(lines: list[dict[str, Any]]) -> str:
         return "The active audits ended without a bound."
     if passive is None:
         return f"Lying, the attacker certifies ε ≥ {active:.3g} on average; no passive audit of this canary to compare."
-    ratio = f" ({active / passive:.2g}×)" if passive > 0 else ""
+    if active == 0 and passive == 0:
+        return ("Neither lying nor listening to the same runs certified any ε > 0: not detected at this strength, "
+                "either way.")
+    ratio = f" ({active / passive:.2g}×)" if passive >= RATIO_FLOOR else ""
     return (f"Lying, the attacker certifies ε ≥ {active:.3g} on average; listening to the same runs, ε ≥ {passive:.3g}"
-            f"{ratio}. Both are lower bounds at their confidence: the lie shows at least that much more, not the "
-            "ratio of the true losses.")
+            f"{ratio}. Both are lower bounds at their confidence: they compare what each attacker could certify, "
+            "not the true losses.")
 
 
 def active_section(rows: list[dict[str, Any]], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any] | None:
