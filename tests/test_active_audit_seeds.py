@@ -1,5 +1,5 @@
 """Issue 39 item 5's audits: a record-canary audit with a liar (`threat = "malicious"`) on every seed
-algorithm whose view registers a steering, not only D-PSGD. On an audit's batched worlds each
+algorithm whose view registers a steering, and on DP-D-PSGD. On an audit's batched worlds each
 world's liar crafts from its own world's messages (over broadcasts and over links: LT-ADMM-DP sends
 its bridge variables link by link), it lies at every round its steering serves and at no other,
 the audit's reading of the stacked worlds equals their reading one by one, and what it cannot serve
@@ -24,6 +24,7 @@ from privaudit.worlds import Replicated, one_world
 DATA = {"dataset": "digits", "max_train": 120}
 MLP = {"topology": "complete", "agents": 4, "model": "mlp", "model_options": {"hidden": [8]}, "eval_every": 100}
 SEEDS = {
+    "dp_dpsgd": {"kind": "dp_dpsgd", "rounds": 3, "lr": 0.5, "batch_size": 10, "clip": 1.0, "noise_multiplier": 1.0},
     "muffliato": {"kind": "muffliato", "rounds": 4, "lr": 0.5, "batch_size": 10, "clip": 1.0, "noise_multiplier": 0.5,
                   "gossip_steps": 2, "delta": 1e-5},
     "tvss_output": {"kind": "tvss_output", "rounds": 3, "clip": 0.2},

@@ -1,27 +1,22 @@
 """Issue 39 item 3: active record-canary audits. An `[[audit]]` canary table with threat =
 "malicious" steers the victim every round for a record canary (`privaudit.attacks.active.steering`):
 it parses and checks, is refused in one line where it does not apply, runs on an audit's batched
-worlds exactly as its worlds read one by one, gives ε_LB = 0 on a null audit, never exceeds the
-sound ε on small runs, and its row says who lied and what it assumed."""
-
-import copy
+worlds exactly as its worlds read one by one (tests/test_active_audit_seeds.py, with the seed
+algorithms), gives ε_LB = 0 on a null audit, never exceeds the sound ε on small runs, and its row
+says who lied and what it assumed."""
 
 import pytest
 import torch
 
 from privaudit.attacks.active.steering import ACTIVATION, UNIT
-from privaudit.attacks.audit.canary_audit import _scores_of, audit_game, world
+from privaudit.attacks.audit.canary_audit import audit_game
 from privaudit.campaign.audit_findings import game_for_table
 from privaudit.campaign.config import parse_campaign
 from privaudit.campaign.run import run_campaign
 from privaudit.cli import main
-from privaudit.defenses import DEFENSES
 from privaudit.errors import ConfigError
 from privaudit.grads import per_sample_grads
 from privaudit.rows import AuditRow
-from privaudit.sim import simulate
-from privaudit.wire import Kind
-from privaudit.worlds import Replicated, one_world
 from tests.helpers import campaign_file, one_line_error
 
 DATA = {"dataset": "digits", "max_train": 200}
@@ -86,36 +81,6 @@ def test_the_steered_point_isolates_the_canary_in_one_unit_and_misclassifies_it(
     others = per_sample_grads(model, point.float(), own, labels)
     unit_row = others[:, UNIT * features:(UNIT + 1) * features]
     assert float(unit_row.abs().max()) == 0.0
-
-
-def test_a_batched_steered_audit_equals_its_worlds_read_one_by_one(game):
-    present = torch.ones(1, dtype=torch.bool)
-    stacked = _scores_of(game, present, 7, 3, "stacked")
-    alone = _scores_of(game, present, 7, 3, "alone")
-    assert stacked.reading == "stacked"
-    assert torch.allclose(torch.from_numpy(stacked.values), torch.from_numpy(alone.values), rtol=1e-6, atol=1e-9)
-    setup = world(game, present, 7, 3)
-    tap = Replicated(game.tap, game.setup.topology, 3)
-    defense = DEFENSES[game.kind](game.params, setup)
-    output = simulate(defense, game.rounds, taps=[tap], evaluation=False)
-    transcript = output.transcripts[0]
-    strategy, liar = game.tap.strategy, game.tap.strategy.plan.liar
-    receivers = game.setup.topology.neighbours(liar)
-    for round in range(game.rounds):
-        (sent,) = transcript.find(Kind.MODEL, round=round, sender=liar, receiver=game.victim)
-        for w in range(3):
-            own = strategy.craft(round, Kind.MODEL, liar, receivers, one_world(transcript, w))[game.victim]
-            assert torch.allclose(sent.payload[w].double(), own.float().double(), rtol=1e-6, atol=1e-6)
-
-
-def test_one_stacked_world_lies_as_the_unstacked_wire_does(game):
-    present = torch.ones(1, dtype=torch.bool)
-    runs = []
-    for tap in (Replicated(copy.deepcopy(game.tap), game.setup.topology, 1), copy.deepcopy(game.tap)):
-        defense = DEFENSES[game.kind](game.params, world(game, present, 11, 1))
-        simulate(defense, game.rounds, taps=[tap], evaluation=False)
-        runs.append(defense.states.detach().clone())
-    assert torch.equal(runs[0], runs[1])
 
 
 def test_a_null_active_audit_bounds_nothing(game):
