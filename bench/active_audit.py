@@ -28,13 +28,14 @@ clipped length at the victim's point is C in every round and the canary-free run
 unit spread (1.0, as the steered audit's), while a natural canary's has 1.4 passively and 1.0 when
 steered (128 runs per side): there the steering separates the canary from the other records.
 
-Measured at the end of issue 39 item 3 (one run of the defaults, 2 cores shared with other work,
-load 8.5 falling to 1.0, 1675 s): active ε_LB below the sound ε (10.46) in 20 of 20 seeds; mean
-ε_LB active 1.640, passive 0.955, ratio of means 1.72, per-seed ratio median 1.47 (from 0.33 to
-7.2; four seeds with passive 0); the trap-weight inversion (then at B = 25, override at round 1)
-rebuilt no record at 30 dB in any seed, within a ReRo bound that was vacuous there (1.0). With
-`--canary record`, seeds 0–4 (load ≈ 1, 321 s): active 1.564, passive 1.861 (ratio 0.84): the
-steering does not raise a canary already at the mechanism's limit.
+Measured on 28 November 2026 (one run of the defaults, 2 cores, load 4.3 falling to 2.9 with other
+work running, 1,365 s): active ε_LB below the sound ε (10.46) in 20 of 20 seeds; mean ε_LB active
+1.640, passive 0.955, ratio of means 1.72 (of medians 1.75 against 1.05: 1.67); per seed a median
+ratio of 1.47 (0.33 to 7.2; four seeds with passive 0), active above passive in 16 of 20. The
+trap-weight inversion (B = 4, ReRo bound 0.10) rebuilt no record at 30 dB in any of the 19 seeds
+whose victim drew a batch at the read-out round (seed 3's was empty). With `--canary record`, seeds
+0–4 (an earlier run, load ≈ 1): active 1.564, passive 1.861 (ratio 0.84): the steering does not
+raise a canary already at the mechanism's limit.
 
 (b) Per seed, `override_trial` (trap-weight state override by agent 1 at round `--trap-round`, the
 victim's release read at the next round) on the same defense with B = `--trap-batch-size` over
@@ -48,9 +49,9 @@ inversion runs at its own small B because the audits' run (q = 0.5, 10 rounds) h
 ReRo bound is 1: a comparison that could not fail. At B = 4 (q = 0.08) over 3 rounds the bound is
 0.10 (κ = 0.00278; at B = 2 it is 0.024, but one Poisson batch in eight is then empty, a seed with
 nothing to rebuild). A seed whose batch is empty at the read-out round is printed as such and not
-counted among the seeds compared. The attack is not idle at such B: with σ = 10⁻⁶ the trial at B = 2
-rebuilds 2 of the victim's 2–3 records in seeds 0–2; at σ = 0.01 already none (a scratch check,
-28 November 2026).
+counted among the seeds compared. The attack is not idle at such B: with σ = 10⁻⁶ the trial at B = 4
+rebuilds 4 of 7, 3 of 4 and 3 of 5 records in seeds 0–2 (at B = 2: 2 of the victim's 2–3 records;
+at σ = 0.01 already none; scratch checks, 28 November 2026).
 """
 
 from __future__ import annotations
