@@ -54,8 +54,9 @@ def tiny_results(tmp_path_factory):
 @pytest.fixture
 def third_party():
     """Defenses loaded by a test leave no trace: the view registries and the imported example
-    modules (and the tests' own plugin modules `mute_gossip` and `released_user_defense`) are
-    restored afterwards, since other tests check that nothing imported the examples."""
+    modules (and the tests' own plugin modules `mute_gossip`, `released_user_defense` and
+    `third_party_gossip`) are restored afterwards, since other tests check that nothing imported
+    the examples."""
     import sys
 
     from privaudit.attacks import views
@@ -70,5 +71,5 @@ def third_party():
         registry.clear()
         registry.update(before)
     for name in set(sys.modules) - modules:
-        if name.split(".")[0] in ("examples", "mute_gossip", "released_user_defense"):
+        if name.split(".")[0] in ("examples", "mute_gossip", "released_user_defense", "third_party_gossip"):
             del sys.modules[name]
