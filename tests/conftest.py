@@ -1,24 +1,33 @@
 """Shared fixtures. The suite runs its audits on the CPU wherever it runs (`PRIVAUDIT_DEVICE`),
 so its numbers are the same on a machine with a GPU; `tests/test_devices.py` runs them on CUDA
-where torch sees one."""
+where torch sees one.
+
+Each pytest process takes privaudit's own thread policy before torch is imported
+(`privaudit.threads.apply`: one intra-op thread, waiting OpenMP threads asleep), as the command line
+does: at torch's default of one spinning thread per core, the two processes of `make test` on two
+cores made a 300 × 900 SVD take 7.8 s instead of 0.06 s."""
 
 import os
 from typing import Any
 
 import pytest
 
-from privaudit.campaign.cells import build_defense, expand
-from tests.helpers import small_campaign
+from privaudit import threads
+
+threads.apply()
+
+from privaudit.campaign.cells import build_defense, expand  # noqa: E402
+from tests.helpers import small_campaign  # noqa: E402
 
 os.environ.setdefault("PRIVAUDIT_DEVICE", "cpu")
 
 
 @pytest.fixture(scope="module")
 def one_thread():
-    """One intra-op thread for a module, as privaudit runs (`privaudit.threads`): these files' tensors
-    are small, and OpenMP's waiting threads on a busy two-core machine made them several times slower
-    (tests/test_position_audit.py: 100 s against 16 s). A module asks for it with
-    `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    """One intra-op thread for a module, as privaudit runs (`privaudit.threads`), whatever count a test
+    before it left (an in-process `--threads 2`): these files' tensors are small, and OpenMP's waiting
+    threads on a busy two-core machine made them several times slower (tests/test_position_audit.py:
+    100 s against 16 s). A module asks for it with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
     import torch
 
     before = torch.get_num_threads()
