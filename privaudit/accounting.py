@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import attr
 import dp_accounting
 import numpy as np
 from dp_accounting import pld, privacy_accountant, rdp
@@ -291,6 +292,39 @@ def epsilon(event: dp_accounting.DpEvent, delta: float, accountant: Accountant =
     "replace_one" (ValueError above). Pass the relation the claim states (`Neighbours.change`), and
     the noise multiplier relative to add/remove (docs/extending.md).
     """
+    key = (_event_key(event), delta, accountant, relation)
+    if key[0] is None:
+        return _epsilon(event, delta, accountant, relation)
+    if key not in _EPSILONS:
+        _EPSILONS[key] = _epsilon(event, delta, accountant, relation)
+    return _EPSILONS[key]
+
+
+_EPSILONS: dict[Any, float] = {}
+"""`epsilon` once per mechanism, δ, accountant and relation (`_event_key`): a run states a claim
+several times (planning its cells, each audit's game, each row), and one PLD composition takes
+about half a second."""
+
+
+def _event_key(value: Any) -> Any:
+    """A hashable value equal for two DpEvents exactly when they describe the same mechanism: the
+    event's class and each of its fields, lists and tuples as tuples, every leaf with its type (so
+    that a count 10 and 10.0 stay apart); None where a field is not hashable (no cache)."""
+    if attr.has(type(value)):
+        fields = tuple(_event_key(getattr(value, name.name)) for name in attr.fields(type(value)))
+        return None if None in fields else (type(value), fields)
+    if isinstance(value, (list, tuple)):
+        items = tuple(_event_key(item) for item in value)
+        return None if None in items else (type(value), items)
+    try:
+        hash(value)
+    except TypeError:
+        return None
+    return (type(value), value)
+
+
+def _epsilon(event: dp_accounting.DpEvent, delta: float, accountant: Accountant, relation: Relation) -> float:
+    """`epsilon` computed by the accountant, every time."""
     if accountant == "rdp":
         engine = rdp.RdpAccountant(neighboring_relation=_RELATIONS[relation])
     elif accountant == "pld":

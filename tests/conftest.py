@@ -1,24 +1,38 @@
 """Shared fixtures. The suite runs its audits on the CPU wherever it runs (`PRIVAUDIT_DEVICE`),
 so its numbers are the same on a machine with a GPU; `tests/test_devices.py` runs them on CUDA
-where torch sees one."""
+where torch sees one.
 
+Each pytest process takes privaudit's own thread policy before torch is imported
+(`privaudit.threads.apply`: one intra-op thread, waiting OpenMP threads asleep), as the command line
+does: at torch's default of one spinning thread per core, the two processes of `make test` on two
+cores made a 300 × 900 SVD take 7.8 s instead of 0.06 s. The worker processes of the audits that
+spread their simulations (`workers=2`) are forked from a server that has imported privaudit once, as
+`privaudit.campaign.executors.ProcessPool` has its server do for a campaign's jobs: each started
+bare imported torch and privaudit again (tests/test_canary.py's check 6.9 s against 2.2 s)."""
+
+import multiprocessing
 import os
 from typing import Any
 
 import pytest
 
-from privaudit.campaign.cells import build_defense, expand
-from tests.helpers import small_campaign
+from privaudit import threads
+
+threads.apply()
+multiprocessing.get_context("forkserver").set_forkserver_preload(["privaudit.attacks.audit.position"])
+
+from privaudit.campaign.cells import build_defense, expand  # noqa: E402
+from tests.helpers import small_campaign  # noqa: E402
 
 os.environ.setdefault("PRIVAUDIT_DEVICE", "cpu")
 
 
 @pytest.fixture(scope="module")
 def one_thread():
-    """One intra-op thread for a module, as privaudit runs (`privaudit.threads`): these files' tensors
-    are small, and OpenMP's waiting threads on a busy two-core machine made them several times slower
-    (tests/test_position_audit.py: 100 s against 16 s). A module asks for it with
-    `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    """One intra-op thread for a module, as privaudit runs (`privaudit.threads`), whatever count a test
+    before it left (an in-process `--threads 2`): these files' tensors are small, and OpenMP's waiting
+    threads on a busy two-core machine made them several times slower (tests/test_position_audit.py:
+    100 s against 16 s). A module asks for it with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
     import torch
 
     before = torch.get_num_threads()
@@ -54,8 +68,9 @@ def tiny_results(tmp_path_factory):
 @pytest.fixture
 def third_party():
     """Defenses loaded by a test leave no trace: the view registries and the imported example
-    modules (and the tests' own plugin modules `mute_gossip` and `released_user_defense`) are
-    restored afterwards, since other tests check that nothing imported the examples."""
+    modules (and the tests' own plugin modules `mute_gossip`, `released_user_defense` and
+    `third_party_gossip`) are restored afterwards, since other tests check that nothing imported
+    the examples."""
     import sys
 
     from privaudit.attacks import views
@@ -70,5 +85,5 @@ def third_party():
         registry.clear()
         registry.update(before)
     for name in set(sys.modules) - modules:
-        if name.split(".")[0] in ("examples", "mute_gossip", "released_user_defense"):
+        if name.split(".")[0] in ("examples", "mute_gossip", "released_user_defense", "third_party_gossip"):
             del sys.modules[name]

@@ -1,13 +1,13 @@
 """Helpers for tests: small campaigns built from dicts the way a user's TOML would be, and a
 set-up small enough to check one round of a defense by hand."""
 
+import contextlib
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from privaudit.campaign.config import parse_campaign
 
@@ -67,16 +67,16 @@ def without_notation(html: str) -> str:
 
 
 def run_logged(directory: Path, campaign: str) -> tuple[int, str]:
-    """`privaudit run` of the campaign text `campaign` in a subprocess whose output goes to a file
-    (not a terminal), a progress line at every update (`PRIVAUDIT_PROGRESS_SECONDS=0`): its exit
-    status and the log as a reader of that file sees it."""
+    """`privaudit run` of the campaign text `campaign` in this process, its stdout and stderr going
+    to a file (not a terminal), a progress line at every update (`PRIVAUDIT_PROGRESS_SECONDS=0`):
+    its exit status and the log as a reader of that file sees it."""
+    from privaudit.cli import main
+
     (directory / "c.toml").write_text(campaign)
     log = directory / "log"
-    with log.open("w") as handle:
-        code = subprocess.run([sys.executable, "-m", "privaudit.cli", "run", str(directory / "c.toml"), "--out",
-                               str(directory / "out")], stdout=handle, stderr=subprocess.STDOUT,
-                              cwd=Path(__file__).resolve().parent.parent,
-                              env=os.environ | {"PRIVAUDIT_PROGRESS_SECONDS": "0"}, timeout=300).returncode
+    with log.open("w") as handle, contextlib.redirect_stdout(handle), contextlib.redirect_stderr(handle), \
+            mock.patch.dict(os.environ, {"PRIVAUDIT_PROGRESS_SECONDS": "0"}):
+        code = main(["run", str(directory / "c.toml"), "--out", str(directory / "out")])
     return code, log.read_text()
 
 

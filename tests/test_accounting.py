@@ -56,3 +56,17 @@ def test_pure_epsilon_adds_up_laplace_releases():
     assert pure_epsilon([0.2, 0.1], [1.0, 0.5]) == pytest.approx(0.4)
     with pytest.raises(ValueError):
         pure_epsilon([1.0], [1.0, 2.0])
+
+
+def test_a_mechanism_is_accounted_once_and_equal_mechanisms_share_the_number():
+    from privaudit import accounting
+
+    step = dp_accounting.PoissonSampledDpEvent(0.2, dp_accounting.GaussianDpEvent(2.0))
+    composed = dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(step, 7)])
+    again = dp_accounting.ComposedDpEvent([dp_accounting.SelfComposedDpEvent(step, 7)])
+    first = accounting.epsilon(composed, 1e-5, "rdp")
+    assert accounting._event_key(composed) == accounting._event_key(again)
+    assert accounting.epsilon(again, 1e-5, "rdp") == first == accounting._epsilon(composed, 1e-5, "rdp", "add_remove")
+    assert accounting.epsilon(dp_accounting.SelfComposedDpEvent(step, 8), 1e-5, "rdp") > first
+    assert accounting._event_key(dp_accounting.SelfComposedDpEvent(step, 7)) != accounting._event_key(
+        dp_accounting.SelfComposedDpEvent(step, 7.0))

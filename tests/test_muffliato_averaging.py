@@ -12,6 +12,7 @@ and then gossip steps, each heard (`privaudit.defenses.muffliato.averaging`: gos
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 
 import numpy as np
 import pytest
@@ -125,6 +126,7 @@ def test_the_report_shows_the_three_per_pair_and_a_log_eps_axis(tmp_path, monkey
     assert far["formula_finding"]["below"] and far["pairwise"]["claimed"]["rho"] < far["pairwise"]["linear"]["rho"]
     drawn = []
     monkeypatch.setattr(figures, "to_data_uri", lambda figure: drawn.append(figure) or "data:image/png;base64,")
+    monkeypatch.setattr(figures, "_DRAWN_FIGURES", OrderedDict())  # every figure drawn here, none kept after
     html = without_notation(render_report(tmp_path).read_text())
     section = html[html.index('<section id="position">'):html.index('<section id="provenance">')]
     assert f'<td class="num">{far["eps_pair_claimed"]:.4g}</td>' in section

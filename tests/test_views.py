@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -76,28 +73,35 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def _privaudit(folder: Path, *argv: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT)])}
-    code = "import sys; from privaudit.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *argv], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=600)
+def _privaudit(folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *argv: str
+               ) -> tuple[int, str, str]:
+    """`privaudit ARGV` run in `folder` with it on the import path (where the defense's module and
+    its distribution's entry point are), in this process: the exit status, stdout and stderr. The
+    `third_party` fixture forgets the defense and its module afterwards."""
+    from privaudit.cli import main
+
+    monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.chdir(folder)
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
 
-def test_an_installed_third_party_defense_is_listed_with_its_view(installed):
-    listed = _privaudit(installed, "list", "defenses", "--json")
-    assert listed.returncode == 0, listed.stderr
-    (entry,) = [kind for kind in json.loads(listed.stdout)["defenses"]["kinds"] if kind["kind"] == THIRD_PARTY]
+def test_an_installed_third_party_defense_is_listed_with_its_view(installed, third_party, monkeypatch, capsys):
+    code, out, err = _privaudit(installed, monkeypatch, capsys, "list", "defenses", "--json")
+    assert code == 0, err
+    (entry,) = [kind for kind in json.loads(out)["defenses"]["kinds"] if kind["kind"] == THIRD_PARTY]
     assert entry["origin"] == f"{THIRD_PARTY}:LaplaceGossip"
     assert (entry["scenarios"], entry["membership"], entry["canary_audit"], entry["noise"]) == (
         ["state_difference"], True, "law", ["epsilon"])
 
 
-def test_an_installed_third_party_defense_is_checked_and_canary_audited(installed):
-    checked = _privaudit(installed, "check", "campaign.toml")
-    assert checked.returncode == 0, checked.stderr
-    assert "passes every pre-flight check" in checked.stdout and "canary audit" in checked.stdout
-    ran = _privaudit(installed, "run", "campaign.toml", "--out", "out")
-    assert ran.returncode == 0, ran.stderr
+def test_an_installed_third_party_defense_is_checked_and_canary_audited(installed, third_party, monkeypatch, capsys):
+    code, out, err = _privaudit(installed, monkeypatch, capsys, "check", "campaign.toml")
+    assert code == 0, err
+    assert "passes every pre-flight check" in out and "canary audit" in out
+    code, out, err = _privaudit(installed, monkeypatch, capsys, "run", "campaign.toml", "--out", "out")
+    assert code == 0, err
     rows = [json.loads(line) for line in (installed / "out" / "results.jsonl").read_text().splitlines()]
     (training,) = [row for row in rows if row["type"] == "training"]
     assert training["defense"] == THIRD_PARTY and training["noise"]["parameters"] == {"epsilon": ["ε_0", False]}

@@ -4,9 +4,12 @@ page is one self-contained file that makes no request."""
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import math
 import statistics
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import matplotlib
@@ -45,6 +48,51 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+_DRAWN_FIGURES: OrderedDict[tuple, str] = OrderedDict()
+"""The last figures drawn in this process, by what they were drawn from (`kept`), most recent last."""
+
+_KEPT_FIGURES = 64
+"""Figures `_DRAWN_FIGURES` keeps: a report's figures, a few times over (a PNG is tens of kilobytes)."""
+
+
+def _content(value: Any) -> Any:
+    """A hashable value equal for two arguments of a figure exactly when they hold the same data in
+    the same order: dicts, lists and tuples as tuples of their items, every leaf with its type (a
+    float by its bits: -0.0 is not 0.0); None for anything else (such a figure is drawn every time)."""
+    if isinstance(value, dict):
+        items = tuple((_content(key), _content(item)) for key, item in value.items())
+        return None if any(None in item for item in items) else (dict, items)
+    if isinstance(value, (list, tuple)):
+        items = tuple(_content(item) for item in value)
+        return None if None in items else (type(value), items)
+    if isinstance(value, float):
+        return (type(value), value.hex())
+    if value is None or isinstance(value, (str, int)):
+        return (type(value), value)
+    return None
+
+
+def kept(draw: Callable[..., str]) -> Callable[..., str]:
+    """`draw`, drawn once per content of its arguments in a process: a report rendered again from the
+    same rows (a resumed run, `run` then `report` in one Python session) gets the same PNG without
+    matplotlib, which takes most of a render (about 0.3 s a figure). The drawing depends on nothing
+    else: matplotlib's settings are the ones this module sets once."""
+
+    @functools.wraps(draw)
+    def drawing(*args: Any, **kwargs: Any) -> str:
+        key = _content((draw.__name__, args, kwargs))
+        if key is None:
+            return draw(*args, **kwargs)
+        if key not in _DRAWN_FIGURES:
+            _DRAWN_FIGURES[key] = draw(*args, **kwargs)
+            while len(_DRAWN_FIGURES) > _KEPT_FIGURES:
+                _DRAWN_FIGURES.popitem(last=False)
+        _DRAWN_FIGURES.move_to_end(key)
+        return _DRAWN_FIGURES[key]
+
+    return drawing
+
+
 def to_data_uri(figure: plt.Figure) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
@@ -60,6 +108,7 @@ TRAINING_METRICS = {
 }
 
 
+@kept
 def training_curves(runs: dict[str, list[dict[str, Any]]], metric: str) -> str:
     """`metric` of the average model against rounds: one colour per run, one line per seed, the
     agents' mean of the same metric dashed beside it."""
@@ -82,6 +131,7 @@ def training_curves(runs: dict[str, list[dict[str, Any]]], metric: str) -> str:
     return to_data_uri(figure)
 
 
+@kept
 def inversion_traces(curves: dict[str, list[dict[str, Any]]], attack: str) -> str:
     """The reconstruction's MSE against the attack's iterations, as Wang & Başar compare D-PSGD
     with their quantized algorithm (seed 004, Fig. 5): one colour per curve (a defense run and
@@ -111,6 +161,7 @@ def inversion_traces(curves: dict[str, list[dict[str, Any]]], attack: str) -> st
     return to_data_uri(figure)
 
 
+@kept
 def membership_roc(curves: dict[str, list[dict[str, list[float]]]], non_members: int, members: int,
                    title: str) -> str:
     """Membership ROC curves on log-log axes, as Carlini et al. (2022, Fig. 1 onwards) plot them so
@@ -210,6 +261,7 @@ def points_on_log_axis(axis: plt.Axes, lines: dict[str, list[Point]], edge_label
     axis.set_xlim(ticks[0] / 1.6, ticks[-1] * 1.6)
 
 
+@kept
 def membership_auc_epsilon(lines: dict[str, list[Point]], edge_label: str, title: str) -> str:
     """Membership AUC against the runs' sound ε (log axis), one line per method: each point is
     (ε, AUC, error bar or None); runs without a finite sound ε at the right edge under
@@ -225,6 +277,7 @@ def membership_auc_epsilon(lines: dict[str, list[Point]], edge_label: str, title
     return to_data_uri(figure)
 
 
+@kept
 def audit_curve(points: list[tuple[float, float]], references: dict[str, float], ylabel: str, title: str) -> str:
     """An audit's lower bound against the samples it drew (log x), as auditing papers show a
     bound tightening with more observations: the bound as points joined by a line, and a
@@ -274,6 +327,7 @@ def _math_ratio(text: str) -> str:
     return escaped.replace("ε_LB", r"$\varepsilon_{\mathrm{LB}}$").replace("δ_LB", r"$\delta_{\mathrm{LB}}$")
 
 
+@kept
 def epsilon_overview(entries: list[dict[str, Any]]) -> str:
     """The report's first figure: per verdict (one row each), the claimed, stated and sound ε, the
     empirical lower bound and the estimate on one log axis, the verdict written at the right in its
@@ -335,6 +389,7 @@ def _extent(values: list[float]) -> float:
     return (max(values) - min(values) if values else 0.0) or 1.0
 
 
+@kept
 def privacy_utility(families: list[dict[str, Any]], parameter: str, noise_edge: str, epsilon: str,
                     epsilon_edge: str, title: str) -> str:
     """One noise sweep of a defense: rows of panels, one per family of measures — the utility
@@ -480,6 +535,7 @@ def _log_extent(values: list[float]) -> tuple[float, float]:
     return floor, max(drawable) * 2
 
 
+@kept
 def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed: float | None, title: str,
                       bounds_only: bool = False) -> str:
     """A position audit's pairs against the graph distance between attacker and victim: each
@@ -540,6 +596,7 @@ def position_distance(pairs: list[dict[str, Any]], sound: float | None, claimed:
     return to_data_uri(figure)
 
 
+@kept
 def position_graph(agents: int, edges: list[tuple[int, int]], victim: int, learned: dict[int, float],
                    title: str, scale_label: str = "ε lower bound about the victim") -> str:
     """The graph a position audit ran on, each agent coloured by an ε lower bound (`learned`: what

@@ -19,6 +19,7 @@ are PNG images, so labels drawn in them are pixels, not markup.
 
 from __future__ import annotations
 
+import functools
 import platform
 import tomllib
 from datetime import datetime, timezone
@@ -232,6 +233,17 @@ def _contents(sections: dict[str, Any]) -> list[tuple[str, str]]:
             if key.replace("-", "_") not in sections or sections[key.replace("-", "_")]]
 
 
+@functools.cache
+def _environment() -> Environment:
+    """The report's templates, loaded and compiled once per process: compiling them took a quarter
+    of a second a render (jinja keeps compiled templates in their environment, and checks each
+    file is unchanged before reusing it)."""
+    environment = Environment(loader=PackageLoader("privaudit.reports"), autoescape=True, finalize=html_text)
+    environment.filters["num"] = _number
+    environment.filters["verbatim"] = verbatim
+    return environment
+
+
 def render_report(results_dir: str | Path, output: str | Path | None = None) -> Path:
     """Write the report of `results_dir` to `output` (default: `results_dir/report.html`),
     atomically and never through a link (`privaudit.files.write_inside`): a browser or a second
@@ -245,9 +257,6 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
                              + (f"; {skipped}" if skipped else ""))
     training = [row for row in rows if row_type(row) == "training"]
     finished = [row for row in training if not training_failed(row)]
-    environment = Environment(loader=PackageLoader("privaudit.reports"), autoescape=True, finalize=html_text)
-    environment.filters["num"] = _number
-    environment.filters["verbatim"] = verbatim
     runs = runs_of(training)
     verdicts = verdict_section(rows, runs)
     images = Images(results_dir)
@@ -256,7 +265,7 @@ def render_report(results_dir: str | Path, output: str | Path | None = None) -> 
                 "position": position_section(rows), "active": active_section(rows, runs),
                 "released": released_section(rows),
                 "privacy_utility": privacy_utility_section(rows)}
-    html = environment.get_template("report.html").render(
+    html = _environment().get_template("report.html").render(
         campaign=_campaign(results_dir / CAMPAIGN_FILE),
         results_dir=str(results_dir),
         skipped=skipped,
