@@ -5,12 +5,8 @@ where torch sees one.
 Each pytest process takes privaudit's own thread policy before torch is imported
 (`privaudit.threads.apply`: one intra-op thread, waiting OpenMP threads asleep), as the command line
 does: at torch's default of one spinning thread per core, the two processes of `make test` on two
-cores made a 300 × 900 SVD take 7.8 s instead of 0.06 s. The worker processes of the audits that
-spread their simulations (`workers=2`) are forked from a server that has imported privaudit once, as
-`privaudit.campaign.executors.ProcessPool` has its server do for a campaign's jobs: each started
-bare imported torch and privaudit again (tests/test_canary.py's check 6.9 s against 2.2 s)."""
+cores made a 300 × 900 SVD take 7.8 s instead of 0.06 s."""
 
-import multiprocessing
 import os
 from typing import Any
 
@@ -19,7 +15,6 @@ import pytest
 from privaudit import threads
 
 threads.apply()
-multiprocessing.get_context("forkserver").set_forkserver_preload(["privaudit.attacks.audit.position"])
 
 from privaudit.campaign.cells import build_defense, expand  # noqa: E402
 from tests.helpers import small_campaign  # noqa: E402
