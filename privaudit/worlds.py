@@ -97,24 +97,19 @@ class Replicated(Tap):
         tap this one stacks speak on theirs in every world at once, as `Wire.send_each` does on one
         network: the honest messages are heard first, then each liar's protocol message on each of
         its links is kept as its own value ("protocol <kind> to <j>") and the link delivers what the
-        strategy crafts from this tap's record, one payload row per world. The `Delivery` is keyed
+        strategy crafts from this tap's record, one payload row per world (the liar hears its own
+        links, as every malicious agent does: `_heard_links` groups them). The `Delivery` is keyed
         by the wire's own links, world by world (what `Delivery.received` reads)."""
-        speaker, size = self.base.speaker(), self.size
-        sent = payloads.detach()
+        speaker, sent = self.base.speaker(), payloads.detach()
         hearing = self.wants_kind(round, kind)
-        if hearing:
-            for (sender, receiver), rows in self._heard_links(links).items():
-                if not speaker.lies(kind, sender):
-                    self.messages.append(Message(round, sender, receiver, kind, sent[rows].clone()))
-        spoken: dict[int, dict[int, list[tuple[int, int]]]] = {}
-        for row, (sender, receiver) in enumerate(links):
-            if speaker.lies(kind, sender % size):
-                spoken.setdefault(sender % size, {}).setdefault(receiver % size, []).append((sender // size, row))
+        spoken: dict[int, dict[int, Tensor]] = {}
+        for (sender, receiver), rows in self._heard_links(links).items():
+            if speaker.lies(kind, sender):
+                spoken.setdefault(sender, {})[receiver] = rows
+            elif hearing:
+                self.messages.append(Message(round, sender, receiver, kind, sent[rows].clone()))
         crafted: dict[tuple[int, int], Tensor] = {}
-        for liar, used in sorted(spoken.items()):
-            rows = {receiver: torch.tensor([row for _, row in sorted(worlds)]) for receiver, worlds in used.items()}
-            if any(len(world_rows) != self.copies for world_rows in rows.values()):
-                raise ValueError(f"agent {liar}'s links were used in some of the {self.copies} worlds only")
+        for liar, rows in sorted(spoken.items()):
             if self.wants_round(round):
                 for receiver, world_rows in rows.items():
                     self.disclosures.append(Disclosure(round, liar, f"protocol {kind} to {receiver}",

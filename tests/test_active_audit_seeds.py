@@ -81,8 +81,9 @@ def _protocol(tap, round, plan, kind):
 
 def test_the_stacked_reading_of_the_steered_worlds_equals_their_reading_one_by_one(game):
     present = torch.ones(1, dtype=torch.bool)
-    stacked = _scores_of(game, present, 5, 3, "check")
+    stacked = _scores_of(game, present, 5, 3, "stacked")
     alone = _scores_of(game, present, 5, 3, "alone")
+    assert stacked.reading == "stacked" and alone.reading == "alone"
     assert stacked.heard == alone.heard and stacked.heard
     assert torch.allclose(torch.from_numpy(stacked.values), torch.from_numpy(alone.values), rtol=1e-6, atol=1e-9)
 

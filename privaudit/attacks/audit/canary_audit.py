@@ -276,15 +276,16 @@ def make_game(setup: Setup, kind: str, params: DefenseParams, rounds: int, *, vi
         raise ConfigError(f"'{kind}''s law is stated along one coordinate (its noise is per coordinate): "
                           "use canary = 'gradient', or statistic = 'projection' for a record canary")
     made = None
+    kinds = {k for e in channel.extractors for k in e.kinds}
     try:
         if threat in ACTIVE_THREATS:
             made = _canaries(setup, victim, canary, count, canary_label, canary_scale, channel.canary_norm(public),
                              channel.coordinate)
             tap = steering_tap(public_knowledge(defense), setup.topology, setup.model, made.x[0], int(made.y[0]),
                                setup.data.x_test, setup.data.num_classes, victim=victim, rounds=rounds,
-                               hears={k for e in channel.extractors for k in e.kinds}, liar=liar, agents=agents)
+                               hears=kinds, liar=liar, agents=agents)
         else:
-            tap = build_tap(threat, victim, setup.topology, kinds={k for e in channel.extractors for k in e.kinds},
+            tap = build_tap(threat, victim, setup.topology, kinds=kinds,
                             observer=observer, links=links, directed_links=directed_links)
         heard = channel.heard(tap, victim, setup.topology)
     except ValueError as error:
